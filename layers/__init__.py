@@ -1,0 +1,8 @@
+"""Highway layers: dense and convolutional highway blocks for Keras 3."""
+
+from layers._highway import VARIANTS
+from layers.global_contrast_normalization import GlobalContrastNormalization
+from layers.highway_conv2d import HighwayConv2D
+from layers.highway_dense import HighwayDense
+
+__all__ = ["VARIANTS", "GlobalContrastNormalization", "HighwayConv2D", "HighwayDense"]

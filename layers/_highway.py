@@ -1,0 +1,248 @@
+"""What the highway layers share: variants, fused initializer, combine formula, layer body.
+
+`HighwayDense` and `HighwayConv2D` differ only in the linear map (a matmul or a convolution) and
+the channel axis; everything else lives here, in `HighwayBase`.
+"""
+
+import numbers
+
+import keras
+from keras import ops
+
+# The variants of Greff et al. 2017 (Table 1a) and the branches each learns, in the order they sit
+# side by side in the fused kernel and bias: H (block state), T (transform gate), C (carry gate).
+# A gate not learned is the constant 1 (C is 1 - T for "coupled").
+LEARNED_BRANCHES = {
+    "coupled": ("h", "t"),
+    "full": ("h", "t", "c"),
+    "c_only": ("h", "c"),
+    "t_only": ("h", "t"),
+    "residual": ("h",),
+}
+VARIANTS = tuple(LEARNED_BRANCHES)
+
+
+def get_bias_initializer(identifier) -> keras.initializers.Initializer:
+    """`keras.initializers.get`, where a plain number also means `Constant(number)`."""
+    if isinstance(identifier, numbers.Real) and not isinstance(identifier, bool):
+        return keras.initializers.Constant(float(identifier))
+    return keras.initializers.get(identifier)
+
+
+def _reseeded(initializer, offset: int):
+    """A copy of `initializer` with another random stream (int-seeded ones repeat per call)."""
+    seed = getattr(initializer, "seed", None)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        return initializer  # not random (zeros, constant), or a SeedGenerator: it advances itself
+    config = initializer.get_config()
+    config["seed"] = (seed + offset) % 2**31
+    return type(initializer).from_config(config)
+
+
+class FusedInitializer(keras.initializers.Initializer):
+    """Fills equal slices of the last axis, each by its own initializer on the slice's shape.
+
+    Every initializer sees one branch's shape, so fan-in and fan-out are those of a single branch,
+    not of the fused tensor. A Keras initializer seeded with an integer (or unseeded) returns the
+    same values on every call, so an instance listed twice (the kernel initializer reused for T,
+    say) is replaced by a re-seeded copy: W_H and W_T must not start equal.
+    """
+
+    def __init__(self, initializers):
+        initializers = [keras.initializers.get(init) for init in initializers]
+        self.initializers = [
+            _reseeded(init, i) if any(init is prev for prev in initializers[:i]) else init
+            for i, init in enumerate(initializers)
+        ]
+
+    def __call__(self, shape, dtype=None):
+        *leading, width = shape
+        branch_shape = (*leading, width // len(self.initializers))
+        return ops.concatenate(
+            [init(branch_shape, dtype=dtype) for init in self.initializers], axis=-1
+        )
+
+    def get_config(self):
+        return {"initializers": [keras.initializers.serialize(i) for i in self.initializers]}
+
+
+def combine(variant: str, x, h, t=None, c=None):
+    """y = H·T + x·C, where a gate given as None is the constant 1 (and C = 1 - T when coupled)."""
+    if variant == "coupled":
+        # x + T·(H - x) equals H·T + x·(1 - T) with one multiply fewer, and reads as what the layer
+        # does: move x a fraction T of the way to H (Brainstorm's form; exactly x where T = 0).
+        return x + t * (h - x)
+    return (h if t is None else h * t) + (x if c is None else x * c)
+
+
+class HighwayBase(keras.layers.Layer):
+    """The body of a highway layer; a subclass sets `channel_axis` and supplies the linear map.
+
+    Subclasses implement `_branch_kernel_shape(channels)` (one branch's kernel shape, its last
+    axis the branch's output channels) and `_linear(x, kernel)`, and set an `input_spec` with
+    `ndim` or `min_ndim` before `build`.
+    """
+
+    channel_axis = -1
+
+    def __init__(
+        self,
+        activation,
+        variant,
+        kernel_initializer,
+        bias_initializer,
+        transform_kernel_initializer,
+        transform_bias_initializer,
+        carry_kernel_initializer,
+        carry_bias_initializer,
+        kernel_regularizer,
+        bias_regularizer,
+        activity_regularizer,
+        kernel_constraint,
+        bias_constraint,
+        **kwargs,
+    ):
+        if variant not in VARIANTS:
+            raise ValueError(
+                f"Unknown highway variant. Expected one of {VARIANTS} "
+                f"(Greff et al. 2017, Table 1a). Received: variant={variant!r}"
+            )
+        super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        self.activation = keras.activations.get(activation)
+        self.variant = variant
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = get_bias_initializer(bias_initializer)
+        self.transform_kernel_initializer = keras.initializers.get(transform_kernel_initializer)
+        self.transform_bias_initializer = get_bias_initializer(transform_bias_initializer)
+        self.carry_kernel_initializer = keras.initializers.get(carry_kernel_initializer)
+        self.carry_bias_initializer = get_bias_initializer(carry_bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self._learned = LEARNED_BRANCHES[variant]
+
+    def build(self, input_shape):
+        channels = input_shape[self.channel_axis]
+        if channels is None:
+            raise ValueError(
+                f"{type(self).__name__} needs a defined channel axis (axis {self.channel_axis}) to "
+                "create its weights, since its output has the same width as its input. "
+                f"Received: input_shape={tuple(input_shape)}"
+            )
+        kernel_initializers = {
+            "h": self.kernel_initializer,
+            "t": self.transform_kernel_initializer or self.kernel_initializer,
+            "c": self.carry_kernel_initializer or self.kernel_initializer,
+        }
+        bias_initializers = {
+            "h": self.bias_initializer,
+            "t": self.transform_bias_initializer,
+            "c": self.carry_bias_initializer,
+        }
+        n = len(self._learned)
+        branch_shape = self._branch_kernel_shape(channels)
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(*branch_shape[:-1], n * channels),
+            initializer=FusedInitializer([kernel_initializers[b] for b in self._learned]),
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        self.bias = self.add_weight(
+            name="bias",
+            shape=(n * channels,),
+            initializer=FusedInitializer([bias_initializers[b] for b in self._learned]),
+            regularizer=self.bias_regularizer,
+            constraint=self.bias_constraint,
+        )
+        self.input_spec = keras.layers.InputSpec(
+            ndim=self.input_spec.ndim,
+            min_ndim=self.input_spec.min_ndim,
+            axes={self.channel_axis: channels},
+        )
+
+    def _branches(self, x):
+        """H, T, C (T or C None where the variant fixes it to 1) from one fused linear map."""
+        kernel = ops.cast(self.kernel, self.compute_dtype)
+        bias = ops.cast(self.bias, self.compute_dtype)
+        z = self._linear(x, kernel)
+        if self.channel_axis == -1:
+            z = z + bias
+        else:
+            z = z + ops.reshape(bias, (-1,) + (1,) * (len(z.shape) - self.channel_axis - 1))
+        parts = dict(zip(self._learned, ops.split(z, len(self._learned), axis=self.channel_axis)))
+        h = self.activation(parts["h"])
+        t = ops.sigmoid(parts["t"]) if "t" in parts else None
+        c = ops.sigmoid(parts["c"]) if "c" in parts else None
+        return h, t, c
+
+    def call(self, inputs):
+        return combine(self.variant, inputs, *self._branches(inputs))
+
+    def _prepare(self, x):
+        x = ops.convert_to_tensor(x, dtype=self.compute_dtype)
+        if not self.built:
+            self.build(x.shape)
+        return x
+
+    def block_state(self, x):
+        """H(x), the candidate output, with x's shape."""
+        return self._branches(self._prepare(x))[0]
+
+    def transform_gate(self, x):
+        """T(x), with x's shape; ones for variants without a transform gate (c_only, residual)."""
+        x = self._prepare(x)
+        t = self._branches(x)[1]
+        return ops.ones_like(x) if t is None else t
+
+    def carry_gate(self, x):
+        """C(x), with x's shape: 1 - T(x) when coupled, ones for t_only and residual."""
+        x = self._prepare(x)
+        _, t, c = self._branches(x)
+        if self.variant == "coupled":
+            return 1.0 - t
+        return ops.ones_like(x) if c is None else c
+
+    def _bias_slice(self, branch):
+        if branch not in self._learned:
+            return None
+        if not self.built:
+            raise ValueError(
+                f"{type(self).__name__} '{self.name}' has no bias yet: call it on an input "
+                "(or build it) first."
+            )
+        width = self.bias.shape[0] // len(self._learned)
+        return ops.slice(self.bias, (self._learned.index(branch) * width,), (width,))
+
+    @property
+    def transform_bias(self):
+        """b_T, the transform gate's slice of `bias`; None for variants without T."""
+        return self._bias_slice("t")
+
+    @property
+    def carry_bias(self):
+        """b_C, the carry gate's slice of `bias`; None for variants without a learned C."""
+        return self._bias_slice("c")
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        serialize_init = keras.initializers.serialize
+        return {
+            **super().get_config(),
+            "activation": keras.activations.serialize(self.activation),
+            "variant": self.variant,
+            "kernel_initializer": serialize_init(self.kernel_initializer),
+            "bias_initializer": serialize_init(self.bias_initializer),
+            "transform_kernel_initializer": serialize_init(self.transform_kernel_initializer),
+            "transform_bias_initializer": serialize_init(self.transform_bias_initializer),
+            "carry_kernel_initializer": serialize_init(self.carry_kernel_initializer),
+            "carry_bias_initializer": serialize_init(self.carry_bias_initializer),
+            "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+            "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+            "activity_regularizer": keras.regularizers.serialize(self.activity_regularizer),
+            "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+            "bias_constraint": keras.constraints.serialize(self.bias_constraint),
+        }

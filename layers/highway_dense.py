@@ -1,0 +1,117 @@
+"""The fully connected highway layer."""
+
+import keras
+from keras import ops
+
+from layers._highway import HighwayBase
+
+
+@keras.saving.register_keras_serializable(package="highway_zoo")
+class HighwayDense(HighwayBase):
+    """Fully connected highway layer: a gated mix of a dense transform and its input.
+
+    `HighwayDense` implements, on the last axis,
+    `y = H(x) * T(x) + x * C(x)`, with
+    `H(x) = activation(x @ W_H + b_H)` (the block state),
+    `T(x) = sigmoid(x @ W_T + b_T)` (the transform gate) and
+    `C(x)` (the carry gate) set by `variant`:
+
+    - `"coupled"` (default, the 2015 paper): `C = 1 - T`, so `y = x + T * (H - x)`.
+    - `"full"`: `C(x) = sigmoid(x @ W_C + b_C)`, a gate with its own weights.
+    - `"c_only"`: `T = 1`, so `y = H(x) + x * C(x)`.
+    - `"t_only"`: `C = 1`, so `y = H(x) * T(x) + x`.
+    - `"residual"`: `T = C = 1`, so `y = H(x) + x`.
+
+    The output has the width of the input. The learned branches are fused into one `kernel` of
+    shape `(d, n * d)` and one `bias` of shape `(n * d,)`, side by side in the order
+    `[H | T | C]` (only the branches the variant learns; `n` of them), so a call is one matmul.
+    Each slice is initialised by its own initializer on the shape `(d, d)` of a single branch.
+    Negative `b_T` biases the layer towards carrying its input at the start of training.
+
+    Args:
+        activation: Activation of the block state H. Defaults to `"relu"`.
+        variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`
+            (Greff et al. 2017, Table 1a). Defaults to `"coupled"`.
+        kernel_initializer: Initializer for W_H (and for W_T, W_C when their own
+            initializers are None). Defaults to `"glorot_uniform"`.
+        bias_initializer: Initializer for b_H. Defaults to `"zeros"`.
+        transform_kernel_initializer: Initializer for W_T. Defaults to None, meaning
+            `kernel_initializer` (re-seeded, so W_T does not start equal to W_H), as in
+            the authors' Caffe layer.
+        transform_bias_initializer: Initializer for b_T, or a number `b` meaning
+            `Constant(b)`. Defaults to -2.0; the paper suggests -1, -2, -3 for
+            depths of about 10, 20, 30.
+        carry_kernel_initializer: Initializer for W_C (`"full"` only). Defaults to None,
+            meaning `kernel_initializer` (re-seeded).
+        carry_bias_initializer: Initializer for b_C (`"full"` and `"c_only"`), or a number.
+            Defaults to +2.0, so that with the default b_T = -2 a fresh `"full"` layer
+            starts like a coupled one: C = sigmoid(2) = 1 - sigmoid(-2) at zero input.
+        kernel_regularizer: Regularizer applied to the fused `kernel`.
+        bias_regularizer: Regularizer applied to the fused `bias`.
+        activity_regularizer: Regularizer applied to the output of the layer.
+        kernel_constraint: Constraint applied to the fused `kernel`.
+        bias_constraint: Constraint applied to the fused `bias`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Input shape:
+        N-D tensor with shape `(batch_size, ..., d)`, `d` defined.
+
+    Output shape:
+        Same shape as the input.
+
+    Example:
+
+    >>> x = np.random.rand(4, 16)
+    >>> layer = HighwayDense(transform_bias_initializer=-2.0)
+    >>> tuple(layer(x).shape)
+    (4, 16)
+    >>> tuple(layer.kernel.shape)
+    (16, 32)
+
+    Reference:
+        - [Srivastava, Greff & Schmidhuber, 2015](https://arxiv.org/abs/1507.06228),
+          "Training Very Deep Networks".
+        - [Greff, Srivastava & Schmidhuber, 2017](https://arxiv.org/abs/1612.07771),
+          "Highway and Residual Networks learn Unrolled Iterative Estimation".
+    """
+
+    def __init__(
+        self,
+        activation="relu",
+        variant: str = "coupled",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        transform_kernel_initializer=None,
+        transform_bias_initializer=-2.0,
+        carry_kernel_initializer=None,
+        carry_bias_initializer=2.0,
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs,
+    ):
+        super().__init__(
+            activation=activation,
+            variant=variant,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            transform_kernel_initializer=transform_kernel_initializer,
+            transform_bias_initializer=transform_bias_initializer,
+            carry_kernel_initializer=carry_kernel_initializer,
+            carry_bias_initializer=carry_bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+            **kwargs,
+        )
+        self.input_spec = keras.layers.InputSpec(min_ndim=2)
+
+    def _branch_kernel_shape(self, channels):
+        return (channels, channels)
+
+    def _linear(self, x, kernel):
+        return ops.matmul(x, kernel)

@@ -1,0 +1,8 @@
+"""Shared test set-up: quiet TensorFlow, the TensorFlow backend, no network."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# Never let a test reach TFDS's download servers (they retry for minutes offline).
+os.environ.setdefault("TFDS_DATA_DIR", "/nonexistent-tfds-data-dir-for-tests")

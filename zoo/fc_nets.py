@@ -1,0 +1,180 @@
+"""Fully connected nets: the optimisation study (NIPS 2015 §3.1, Fig. 1) and the
+50-layer analysis nets (§4, Figs. 2-4).
+
+Layout (spec §8): a plain Dense layer to the working width, then ``depth - 1``
+highway layers (or plain layers) of that width, then the softmax classifier,
+which the paper does not count: "depth 10" is 1 plain + 9 highway layers.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from layers import HighwayDense
+from zoo.heads import classifier, image_input
+from zoo.registry import register, register_family
+
+FC_OVERRIDES = (
+    "depth",
+    "width",
+    "activation",
+    "kernel_initializer",
+    "classes",
+    "classifier_activation",
+)
+
+
+def _check_depth(depth: int) -> None:
+    if not isinstance(depth, int) or depth < 2:
+        raise ValueError(
+            "depth counts the first plain layer plus the hidden layers and must be "
+            f"an integer >= 2. Received: depth={depth!r}"
+        )
+
+
+@register_family("highway_fc", FC_OVERRIDES + ("transform_bias", "variant"))
+def highway_fc(
+    *,
+    input_shape,
+    preprocessing,
+    depth,
+    width,
+    activation,
+    transform_bias,
+    variant,
+    kernel_initializer,
+    classes,
+    classifier_activation="softmax",
+):
+    _check_depth(depth)
+    inputs, x = image_input(input_shape, preprocessing)
+    x = keras.layers.Flatten(name="flatten")(x)
+    x = keras.layers.Dense(
+        width, activation=activation, kernel_initializer=kernel_initializer,
+        name="stem_dense",
+    )(x)
+    for i in range(1, depth):
+        x = HighwayDense(
+            activation=activation,
+            variant=variant,
+            kernel_initializer=kernel_initializer,
+            transform_bias_initializer=transform_bias,
+            name=f"highway_{i}",
+        )(x)
+    return inputs, classifier(x, classes, classifier_activation)
+
+
+@register_family("plain_fc", FC_OVERRIDES)
+def plain_fc(
+    *,
+    input_shape,
+    preprocessing,
+    depth,
+    width,
+    activation,
+    kernel_initializer,
+    classes,
+    classifier_activation="softmax",
+):
+    _check_depth(depth)
+    inputs, x = image_input(input_shape, preprocessing)
+    x = keras.layers.Flatten(name="flatten")(x)
+    x = keras.layers.Dense(
+        width, activation=activation, kernel_initializer=kernel_initializer,
+        name="stem_dense",
+    )(x)
+    for i in range(1, depth):
+        x = keras.layers.Dense(
+            width, activation=activation, kernel_initializer=kernel_initializer,
+            name=f"plain_{i}",
+        )(x)
+    return inputs, classifier(x, classes, classifier_activation)
+
+
+_MNIST = dict(input_shape=(28, 28, 1), preprocessing="scale", classes=10)
+_FIG1 = dict(
+    paper="Srivastava et al. 2015, §3.1 and Fig. 1",
+    dataset="mnist",
+    recipe="adam_fc",
+    paper_accuracy=None,
+    paper_metric="Fig. 1 plots training loss; no test accuracy is published",
+    preprocessing="pixels / 255, flattened",
+)
+_UNKNOWN_FC = (
+    "The paper chose activation, learning rate, momentum, decay and b_T by random "
+    "search (100 runs per net); the winning settings were only on the IDSIA "
+    "project page and are lost. tanh, Glorot-uniform kernels and b_T = -2 are "
+    "the §4 analysis net's choices."
+)
+
+# (depth, highway total, plain total): spec §8, biases and softmax included.
+for _depth, _hw_params, _plain_params in [
+    (10, 85_660, 102_463),
+    (20, 136_660, 153_583),
+    (50, 289_660, 306_943),
+    (100, 544_660, 562_543),
+]:
+    register(
+        f"highway_fc{_depth}_mnist",
+        "highway_fc",
+        dict(
+            _MNIST, depth=_depth, width=50, activation="tanh", transform_bias=-2.0,
+            variant="coupled", kernel_initializer="glorot_uniform",
+        ),
+        **_FIG1,
+        description=(
+            f"{_depth}-layer fully connected highway net, 50 blocks per layer: "
+            f"784 -> 50 plain, {_depth - 1} highway layers, softmax 10."
+        ),
+        params=_hw_params,
+        paper_params="about 5,000 per layer",
+        default_transform_bias=-2.0,
+        provenance="DERIVED",
+        reconstructed=_UNKNOWN_FC,
+    )
+    register(
+        f"plain_fc{_depth}_mnist",
+        "plain_fc",
+        dict(
+            _MNIST, depth=_depth, width=71, activation="tanh",
+            kernel_initializer="glorot_uniform",
+        ),
+        **_FIG1,
+        description=(
+            f"{_depth}-layer plain fully connected net, 71 units per layer (the "
+            "highway net's parameter budget): the baseline of Fig. 1."
+        ),
+        params=_plain_params,
+        paper_params="about 5,000 per layer",
+        default_transform_bias=None,
+        provenance="DERIVED",
+        reconstructed=_UNKNOWN_FC,
+    )
+
+register(
+    "highway_fc50_cifar100",
+    "highway_fc",
+    dict(
+        input_shape=(32, 32, 3), preprocessing="gcn", classes=100, depth=50,
+        width=50, activation="tanh", transform_bias=-4.0, variant="coupled",
+        kernel_initializer="glorot_uniform",
+    ),
+    description=(
+        "The §4 analysis net for CIFAR-100: 3072 -> 50 plain, 49 highway layers "
+        "of 50 tanh blocks, b_T = -4, softmax 100."
+    ),
+    paper="Srivastava et al. 2015, §4 and Figs. 2-4",
+    dataset="cifar100",
+    recipe="adam_fc",
+    params=408_650,
+    paper_params=None,
+    paper_accuracy=None,
+    paper_metric="chosen for the best training-set error; no accuracy published",
+    default_transform_bias=-4.0,
+    preprocessing="per-image global contrast normalisation, flattened",
+    provenance="DERIVED",
+    reconstructed=(
+        "The paper gives depth, width, tanh and b_T = -4; the CIFAR-100 "
+        "preprocessing and the training recipe are unknown (GCN and Adam here)."
+    ),
+)

@@ -1,0 +1,119 @@
+"""The registry: named architectures, their families and their metadata.
+
+A *family* is a builder function with JSON-able keyword arguments (timm's
+``model_args``); an *architecture* is a family plus fixed arguments plus the
+metadata that travels with the model (parameter counts, the paper's numbers,
+the recipe, where each fact comes from). ``register`` adds one; everything else
+(``list_models``, ``describe``, ``load``, the tests) reads from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import fnmatch
+from collections.abc import Callable
+from typing import Any
+
+# Provenance tags of ../shared/specs/architectures.md.
+PROVENANCE = {
+    "CODE": "read from the authors' released Caffe files",
+    "DERIVED": "follows from the authors' code or the paper by arithmetic",
+    "RECON": "reconstructed to fit the published layer and parameter counts; "
+    "not confirmed by any source",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A builder and the keyword arguments a user may override."""
+
+    name: str
+    builder: Callable[..., tuple[Any, Any]]
+    overridable: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """One named network: a family, its arguments and its metadata."""
+
+    name: str
+    family: Family
+    args: dict[str, Any]
+    metadata: dict[str, Any]
+
+    def resolve(self, overrides: dict[str, Any] | None) -> dict[str, Any]:
+        """The builder arguments with `overrides` applied, after checking them."""
+        overrides = dict(overrides or {})
+        unknown = sorted(set(overrides) - set(self.family.overridable))
+        if unknown:
+            raise ValueError(
+                f"{self.name} (family {self.family.name!r}) has no override "
+                f"{', '.join(repr(k) for k in unknown)}. It accepts: "
+                f"{', '.join(self.family.overridable)}."
+            )
+        return {**self.args, **overrides}
+
+
+_FAMILIES: dict[str, Family] = {}
+_ARCHITECTURES: dict[str, Architecture] = {}
+
+
+def register_family(name: str, overridable: tuple[str, ...]):
+    """Decorator: registers a builder ``f(**args) -> (inputs, outputs)``."""
+
+    def decorator(builder):
+        _FAMILIES[name] = Family(name, builder, tuple(overridable))
+        return builder
+
+    return decorator
+
+
+def register(name: str, family: str, args: dict[str, Any], **metadata: Any) -> None:
+    """Registers architecture `name` built by `family` with `args`."""
+    if name in _ARCHITECTURES:
+        raise ValueError(f"Architecture {name!r} is already registered.")
+    fam = _FAMILIES[family]
+    provenance = metadata.get("provenance")
+    if provenance not in PROVENANCE:
+        raise ValueError(
+            f"{name}: provenance must be one of {sorted(PROVENANCE)}. "
+            f"Received: provenance={provenance!r}"
+        )
+    meta = {
+        "name": name,
+        "family": family,
+        "input_shape": list(args["input_shape"]),
+        "classes": args["classes"],
+        **metadata,
+    }
+    meta["provenance_meaning"] = PROVENANCE[provenance]
+    _ARCHITECTURES[name] = Architecture(name, fam, dict(args), meta)
+
+
+def get(name: str) -> Architecture:
+    """The registered architecture `name`; a clear error names the closest ones."""
+    try:
+        return _ARCHITECTURES[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), _ARCHITECTURES, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(
+            f"Unknown model {name!r}.{hint} "
+            "See zoo.list_models() or `highway-zoo list` for all names."
+        ) from None
+
+
+def list_models(pattern: str = "*") -> list[str]:
+    """Sorted names of the registered architectures matching fnmatch `pattern`."""
+    return sorted(n for n in _ARCHITECTURES if fnmatch.fnmatch(n, pattern))
+
+
+def describe(name: str) -> dict[str, Any]:
+    """The metadata of architecture `name`, with its builder arguments."""
+    arch = get(name)
+    return {
+        **arch.metadata,
+        "architecture_args": dict(arch.args),
+        "overridable": list(arch.family.overridable),
+    }

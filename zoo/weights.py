@@ -1,0 +1,153 @@
+"""Weights on disk: `.weights.h5` files with a sha256 beside them, written atomically.
+
+A saved model directory holds::
+
+    model.weights.h5          Keras weights
+    model.weights.h5.sha256   "<hex>  model.weights.h5" (the `sha256sum -c` format)
+    model.json                architecture name, overrides and metadata
+
+Every file is written to a temporary name in the same directory and renamed into
+place, so a killed process never leaves a half-written file under the real name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+WEIGHTS_FILE = "model.weights.h5"
+MODEL_FILE = "model.json"
+
+
+class WeightsHashError(ValueError):
+    """A weights file does not match the sha256 recorded beside it."""
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def hash_path(weights_path: str | os.PathLike) -> Path:
+    return Path(f"{weights_path}.sha256")
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
+    """Yields a temporary path beside `target`; renames it onto `target` on success."""
+    target = Path(target)
+    if target.exists() and not overwrite:
+        raise FileExistsError(
+            f"{target} already exists; refusing to overwrite it. Choose another "
+            "path or delete the file first."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Keep the suffix: Keras checks that weight files end in ".weights.h5".
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix="".join(target.suffixes), dir=target.parent
+    )
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(target: str | os.PathLike, text: str, overwrite: bool = False) -> None:
+    with atomic_path(target, overwrite) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def save_weights(model, path: str | os.PathLike, overwrite: bool = False) -> str:
+    """Saves `model`'s weights to `path` (a `.weights.h5`) plus its sha256 file.
+
+    Returns the sha256 hex digest.
+    """
+    path = Path(path)
+    if not path.name.endswith(".weights.h5"):
+        raise ValueError(
+            f"Weights files must end in '.weights.h5' (Keras's format). Received: {path}"
+        )
+    with atomic_path(path, overwrite) as tmp:
+        model.save_weights(tmp, overwrite=True)
+        digest = sha256_of(tmp)
+        # The hash is written first: a weights file never exists without its hash.
+        write_text(hash_path(path), f"{digest}  {path.name}\n", overwrite=True)
+    return digest
+
+
+def save(model, directory: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
+    """Saves a zoo model to `directory` in the form `zoo.load(weights=...)` reads."""
+    directory = Path(directory)
+    digest = save_weights(model, directory / WEIGHTS_FILE)
+    record = {
+        "architecture": model.architecture,
+        "overrides": model.overrides,
+        "sha256": digest,
+        "metadata": model.metadata,
+        **(extra or {}),
+    }
+    write_text(directory / MODEL_FILE, json.dumps(record, indent=2, default=str) + "\n")
+    return directory
+
+
+def verify(weights_path: str | os.PathLike) -> str:
+    """Checks `weights_path` against the sha256 beside it; returns the digest."""
+    weights_path = Path(weights_path)
+    if not weights_path.is_file():
+        raise FileNotFoundError(f"No weights file at {weights_path}.")
+    recorded_file = hash_path(weights_path)
+    if not recorded_file.is_file():
+        raise FileNotFoundError(
+            f"No sha256 beside {weights_path}: expected {recorded_file}. Weights are "
+            "only loaded with a recorded hash; save them with zoo.save_weights(), or "
+            f"record one with `sha256sum {weights_path.name} > {recorded_file.name}` "
+            "if you trust the file."
+        )
+    recorded = recorded_file.read_text(encoding="utf-8").split()
+    if not recorded:
+        raise WeightsHashError(f"{recorded_file} is empty; it should hold a sha256.")
+    actual = sha256_of(weights_path)
+    if actual != recorded[0].lower():
+        raise WeightsHashError(
+            f"Weights file {weights_path} has sha256 {actual}, but {recorded_file} "
+            f"records {recorded[0]}. The file is corrupt, truncated or was replaced; "
+            "do not load it. Re-download or re-train it."
+        )
+    return actual
+
+
+def read_model_dir(
+    directory: str | os.PathLike, expected: str | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """The weights path and `model.json` record of a saved model directory.
+
+    With `expected`, checks that the directory holds that architecture.
+    """
+    directory = Path(directory)
+    record_file = directory / MODEL_FILE
+    if not record_file.is_file():
+        raise FileNotFoundError(
+            f"{directory} is not a model directory saved by highway-zoo: it has no "
+            f"{MODEL_FILE}. Pass the directory written by `highway-zoo train` (its "
+            "--out) or a '.weights.h5' file."
+        )
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    found = record.get("architecture")
+    if expected is not None and found != expected:
+        raise ValueError(
+            f"{directory} holds weights for {found!r}, not {expected!r}. Load it "
+            f"with zoo.load({found!r}, weights={str(directory)!r})."
+        )
+    return directory / WEIGHTS_FILE, record
