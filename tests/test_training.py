@@ -12,7 +12,7 @@ import zoo
 from training import cli
 from training.data import Dataset
 from training.recipes import get_recipe, learning_rate, make_optimizer
-from training.train import train
+from training.trainer import train
 
 
 def separable_digits(n_train=512, n_test=200, seed=0):

@@ -75,8 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_override_flags(p)
 
     p = sub.add_parser("demo", help="the main job: highway vs plain nets by depth on MNIST")
-    p.add_argument("--depths", type=_depths, default=[10, 20, 50, 100],
-                   help="comma-separated depths (default 10,20,50,100)")
+    p.add_argument("--depths", type=_depths, default=[10, 20, 50],
+                   help="comma-separated depths (default 10,20,50)")
     p.add_argument("--init", choices=["seed", "glorot"], default="seed",
                    help="kernel initialisation: the seed write-up's uniform "
                    "+-1/sqrt(fan_in) (default) or the paper's Glorot")
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "describe":
             _print_description(args.name, args.json)
         elif args.command == "train":
-            from training.train import train
+            from training.trainer import train
 
             metrics = train(
                 args.name, dataset=args.dataset, data_dir=args.data_dir,

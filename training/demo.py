@@ -21,7 +21,7 @@ from typing import Any
 
 import zoo
 from training.data import load_dataset
-from training.train import claim_run_dir, train
+from training.trainer import claim_run_dir, train
 from zoo.weights import write_text
 
 KINDS = ("highway", "plain")
@@ -98,7 +98,7 @@ def plot(results: Sequence[dict[str, Any]], path: Path, title: str) -> None:
 
 
 def demo(
-    depths: Sequence[int] = (10, 20, 50, 100),
+    depths: Sequence[int] = (10, 20, 50),
     *,
     init: str = "seed",
     epochs: int | None = None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -104,9 +105,14 @@ def get(name: str) -> Architecture:
         ) from None
 
 
+def _natural_key(name: str) -> list:
+    """Sorts fc10 < fc20 < fc100, as timm's list_models does."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 def list_models(pattern: str = "*") -> list[str]:
-    """Sorted names of the registered architectures matching fnmatch `pattern`."""
-    return sorted(n for n in _ARCHITECTURES if fnmatch.fnmatch(n, pattern))
+    """Names of the registered architectures matching fnmatch `pattern`, naturally sorted."""
+    return sorted((n for n in _ARCHITECTURES if fnmatch.fnmatch(n, pattern)), key=_natural_key)
 
 
 def describe(name: str) -> dict[str, Any]:
