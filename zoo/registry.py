@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from zoo.recipes import RECIPES
+
 # Provenance tags of ../shared/specs/architectures.md.
 PROVENANCE = {
     "CODE": "read from the authors' released Caffe files",
@@ -89,6 +91,7 @@ def register(name: str, family: str, args: dict[str, Any], **metadata: Any) -> N
         **metadata,
     }
     meta["provenance_meaning"] = PROVENANCE[provenance]
+    meta["recipe_settings"] = dict(RECIPES[metadata["recipe"]])
     _ARCHITECTURES[name] = Architecture(name, fam, dict(args), meta)
 
 

@@ -57,6 +57,10 @@ def atomic_path(target: str | os.PathLike, overwrite: bool = False) -> Iterator[
     )
     os.close(fd)
     tmp = Path(tmp)
+    # mkstemp makes the file private (0600); give it the mode a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         yield tmp
         os.replace(tmp, target)
