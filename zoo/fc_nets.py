@@ -24,71 +24,55 @@ FC_OVERRIDES = (
 )
 
 
-def _check_depth(depth: int) -> None:
+def _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initializer,
+            classes, classifier_activation, hidden_layer):
+    """Flatten, the plain stem layer, `depth - 1` layers from `hidden_layer(i)`, classifier."""
     if not isinstance(depth, int) or depth < 2:
         raise ValueError(
             "depth counts the first plain layer plus the hidden layers and must be "
             f"an integer >= 2. Received: depth={depth!r}"
         )
+    inputs, x = image_input(input_shape, preprocessing)
+    x = keras.layers.Flatten(name="flatten")(x)
+    x = keras.layers.Dense(
+        width, activation=activation, kernel_initializer=kernel_initializer, name="stem_dense"
+    )(x)
+    for i in range(1, depth):
+        x = hidden_layer(i)(x)
+    return inputs, classifier(x, classes, classifier_activation)
 
 
 @register_family("highway_fc", FC_OVERRIDES + ("transform_bias", "variant"))
 def highway_fc(
-    *,
-    input_shape,
-    preprocessing,
-    depth,
-    width,
-    activation,
-    transform_bias,
-    variant,
-    kernel_initializer,
-    classes,
-    classifier_activation="softmax",
+    *, input_shape, preprocessing, depth, width, activation, transform_bias, variant,
+    kernel_initializer, classes, classifier_activation="softmax",
 ):
-    _check_depth(depth)
-    inputs, x = image_input(input_shape, preprocessing)
-    x = keras.layers.Flatten(name="flatten")(x)
-    x = keras.layers.Dense(
-        width, activation=activation, kernel_initializer=kernel_initializer,
-        name="stem_dense",
-    )(x)
-    for i in range(1, depth):
-        x = HighwayDense(
+    def highway(i):
+        return HighwayDense(
             activation=activation,
             variant=variant,
             kernel_initializer=kernel_initializer,
             transform_bias_initializer=transform_bias,
             name=f"highway_{i}",
-        )(x)
-    return inputs, classifier(x, classes, classifier_activation)
+        )
+
+    return _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initializer,
+                   classes, classifier_activation, highway)
 
 
 @register_family("plain_fc", FC_OVERRIDES)
 def plain_fc(
-    *,
-    input_shape,
-    preprocessing,
-    depth,
-    width,
-    activation,
-    kernel_initializer,
-    classes,
+    *, input_shape, preprocessing, depth, width, activation, kernel_initializer, classes,
     classifier_activation="softmax",
 ):
-    _check_depth(depth)
-    inputs, x = image_input(input_shape, preprocessing)
-    x = keras.layers.Flatten(name="flatten")(x)
-    x = keras.layers.Dense(
-        width, activation=activation, kernel_initializer=kernel_initializer,
-        name="stem_dense",
-    )(x)
-    for i in range(1, depth):
-        x = keras.layers.Dense(
+    def plain(i):
+        return keras.layers.Dense(
             width, activation=activation, kernel_initializer=kernel_initializer,
             name=f"plain_{i}",
-        )(x)
-    return inputs, classifier(x, classes, classifier_activation)
+        )
+
+    return _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initializer,
+                   classes, classifier_activation, plain)
 
 
 _MNIST = dict(input_shape=(28, 28, 1), preprocessing="scale", classes=10)
