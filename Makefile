@@ -12,6 +12,11 @@ export KERAS_BACKEND ?= tensorflow
 setup: $(STAMP)
 
 $(STAMP): setup.py
+	@# Full Fashion-MNIST, the real data that installs offline here (Debian package).
+	@test -d /usr/share/datasets/fashion-mnist || apt-get install -y -q dataset-fashion-mnist \
+		>/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q \
+		dataset-fashion-mnist >/dev/null 2>&1) || \
+		echo "note: no Debian dataset-fashion-mnist (needs root): its tests will be skipped"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[test]"

@@ -14,6 +14,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=["layers", "zoo", "training"],
+    package_data={"zoo": ["pretrained/index.json", "pretrained/*.weights.h5"]},
     install_requires=[
         # One line that resolves cleanly on these machines (../shared/environment.md).
         "tensorflow==2.21.0",

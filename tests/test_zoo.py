@@ -23,6 +23,9 @@ EXPECTED_NAMES = {
     "highway_cifar10",
     "highway_cifar100",
 }
+# The MNIST family again for Fashion-MNIST, same architectures.
+EXPECTED_NAMES |= {n.removesuffix("_mnist") + "_fashion_mnist" for n in set(EXPECTED_NAMES)
+                   if n.endswith("_mnist")}
 
 # Exact counts the spec derives from the authors' code or the paper.
 EXACT_PARAMS = {
@@ -63,10 +66,11 @@ def test_model_builds_runs_and_matches_its_metadata(name):
     meta = zoo.describe(name)
     model = zoo.load(name)
     assert model.count_params() == meta["params"]
-    if name in EXACT_PARAMS:
-        assert meta["params"] == EXACT_PARAMS[name]
+    base = name.replace("_fashion_mnist", "_mnist")
+    if base in EXACT_PARAMS:
+        assert meta["params"] == EXACT_PARAMS[base]
     else:
-        assert abs(meta["params"] / PAPER_ROUNDED[name] - 1) < 0.05
+        assert abs(meta["params"] / PAPER_ROUNDED[base] - 1) < 0.05
     probs = model.predict(raw_pixels(meta["input_shape"]), verbose=0)
     assert probs.shape == (2, meta["classes"])
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
@@ -197,8 +201,10 @@ def test_weights_without_a_recorded_hash_or_missing_are_refused(tmp_path):
         zoo.load("highway_fc10_mnist", weights=path)
     with pytest.raises(FileNotFoundError, match="No weights file"):
         zoo.load("highway_fc10_mnist", weights=tmp_path / "missing.weights.h5")
-    with pytest.raises(FileNotFoundError, match="neither"):
+    with pytest.raises(FileNotFoundError, match="is not 'default'"):
         zoo.load("highway_fc10_mnist", weights="imagenet")
+    with pytest.raises(ValueError, match="No pretrained weights for 'highway_cifar10'"):
+        zoo.load("highway_cifar10", weights="default")
 
 
 def test_saving_never_overwrites_existing_weights(tmp_path):

@@ -6,6 +6,7 @@
     >>> model = zoo.load("highway_b_cifar10")            # random weights
     >>> model = zoo.load("highway_fc50_mnist", depth=30, transform_bias=-3.0)
     >>> model = zoo.load("highway_fc10_mnist", weights="runs/fc10")  # a trained run
+    >>> model = zoo.load("highway_conv32_fashion_mnist", weights="default")  # shipped
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 # Importing the family modules registers their architectures.
-from zoo import conv_nets, fc_nets  # noqa: F401
+from zoo import conv_nets, fashion_mnist, fc_nets, pretrained  # noqa: F401
 from zoo.model import HighwayZooModel
 from zoo.recipes import RECIPES
 from zoo.registry import describe, list_models
@@ -41,7 +42,9 @@ def load(
 
     Args:
         name: a registered name (`list_models()`), e.g. `"highway_b_cifar10"`.
-        weights: None for a fresh initialisation; a `.weights.h5` file with a
+        weights: None for a fresh initialisation; `"default"` for the weights
+            shipped with the package (`zoo.describe(name)["pretrained"]` says how
+            they were trained and what they scored); a `.weights.h5` file with a
             `.sha256` beside it; or a directory saved by this project (the run
             directory of `highway-zoo train`), whose recorded overrides are
             applied before `overrides`. The sha256 is checked before loading.
@@ -54,7 +57,9 @@ def load(
         `describe(name)["input_shape"]`, with its metadata in `model.metadata`.
     """
     weights_path = None
-    if weights is not None:
+    if weights == "default":
+        weights_path = pretrained.fetch(name)  # get_file checks the recorded sha256
+    elif weights is not None:
         path = Path(weights)
         if path.is_dir():
             weights_path, record = read_model_dir(path, expected=name)
@@ -63,13 +68,13 @@ def load(
             weights_path = path
         else:
             raise FileNotFoundError(
-                f"weights={weights!r} is neither a '.weights.h5' file nor a model "
-                "directory saved by highway-zoo. No pretrained weights are shipped "
-                "yet: train some with `highway-zoo train NAME --out DIR` and pass DIR."
+                f"weights={weights!r} is not 'default', a '.weights.h5' file or a model "
+                "directory saved by highway-zoo. Train your own with "
+                "`highway-zoo train NAME --out DIR` and pass DIR."
             )
+        verify(weights_path)
     model = HighwayZooModel(name, overrides)
     if weights_path is not None:
-        verify(weights_path)
         model.load_weights(weights_path)
     return model
 

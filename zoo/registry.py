@@ -95,6 +95,14 @@ def register(name: str, family: str, args: dict[str, Any], **metadata: Any) -> N
     _ARCHITECTURES[name] = Architecture(name, fam, dict(args), meta)
 
 
+def register_twin(source: str, name: str, **metadata: Any) -> None:
+    """Registers `name` as architecture `source` with some metadata changed."""
+    arch = get(source)
+    derived = ("name", "family", "input_shape", "classes", "provenance_meaning", "recipe_settings")
+    inherited = {k: v for k, v in arch.metadata.items() if k not in derived}
+    register(name, arch.family.name, arch.args, **{**inherited, **metadata})
+
+
 def get(name: str) -> Architecture:
     """The registered architecture `name`; a clear error names the closest ones."""
     try:
@@ -120,9 +128,12 @@ def list_models(pattern: str = "*") -> list[str]:
 
 def describe(name: str) -> dict[str, Any]:
     """The metadata of architecture `name`, with its builder arguments."""
+    from zoo import pretrained
+
     arch = get(name)
     return {
         **arch.metadata,
+        "pretrained": pretrained.index().get(name),
         "architecture_args": dict(arch.args),
         "overridable": list(arch.family.overridable),
     }

@@ -1,0 +1,20 @@
+"""The MNIST-family architectures again, for Fashion-MNIST (`*_fashion_mnist`).
+
+Fashion-MNIST has MNIST's shape and classes, and unlike full MNIST it installs offline
+here (Debian's `dataset-fashion-mnist`), so these are the nets whose weights can be
+trained honestly on these machines. The papers never used it: no paper accuracy.
+"""
+
+from zoo import conv_nets, fc_nets  # noqa: F401  (registers the MNIST nets copied here)
+from zoo.registry import get, list_models, register_twin
+
+for _name in list_models("*_mnist"):
+    _source = get(_name).metadata
+    register_twin(
+        _name,
+        _name.removesuffix("_mnist") + "_fashion_mnist",
+        dataset="fashion_mnist",
+        description=_source["description"] + " For Fashion-MNIST (not in the paper).",
+        paper_accuracy=None,
+        paper_metric=f"not in the paper; the architecture of {_name}",
+    )

@@ -1,0 +1,58 @@
+"""Pretrained weights: `zoo.load(name, weights="default")`.
+
+`zoo/pretrained/index.json` (pure data, written by `python -m training.pretrain`) lists,
+per architecture, a weights file, its sha256 and how it was made: the data it was trained
+and tested on, the recipe, the command, the test accuracy measured. A file is fetched with
+`keras.utils.get_file(file_hash=sha256)` into the Keras cache
+(`~/.keras/models/highway_zoo/`), from its `origin` URL or, for the files shipped inside
+the package, from the package itself; the sha256 is checked before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+PACKAGE_DIR = Path(__file__).parent / "pretrained"
+INDEX = PACKAGE_DIR / "index.json"
+CACHE_SUBDIR = "models/highway_zoo"
+
+
+@cache
+def index() -> dict[str, dict[str, Any]]:
+    """Architecture name -> the record of its default weights."""
+    if not INDEX.is_file():
+        return {}
+    return json.loads(INDEX.read_text(encoding="utf-8"))
+
+
+def record(name: str) -> dict[str, Any]:
+    """The default-weights record of `name`; a clear error if there is none."""
+    entries = index()
+    if name not in entries:
+        have = ", ".join(sorted(entries)) or "none"
+        raise ValueError(
+            f"No pretrained weights for {name!r}. Architectures with weights=\"default\": "
+            f"{have}. Train your own with `highway-zoo train {name} --out DIR` and pass "
+            "weights=DIR."
+        )
+    return entries[name]
+
+
+def fetch(name: str) -> Path:
+    """The local path of `name`'s default weights, fetched and hash-checked."""
+    import keras
+
+    entry = record(name)
+    origin = entry.get("origin") or (PACKAGE_DIR / entry["file"]).as_uri()
+    return Path(
+        keras.utils.get_file(
+            fname=entry["file"],
+            origin=origin,
+            file_hash=entry["sha256"],
+            hash_algorithm="sha256",
+            cache_subdir=CACHE_SUBDIR,
+        )
+    )
