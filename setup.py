@@ -13,7 +13,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["layers", "zoo", "training"],
+    packages=["layers", "zoo", "zoo.analysis", "training"],
     package_data={"zoo": ["pretrained/index.json", "pretrained/*.weights.h5"]},
     install_requires=[
         # One line that resolves cleanly on these machines (../shared/environment.md).

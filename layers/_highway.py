@@ -81,6 +81,14 @@ class HighwayBase(keras.layers.Layer):
     Subclasses implement `_branch_kernel_shape(channels)` (one branch's kernel shape, its last
     axis the branch's output channels) and `_linear(x, kernel)`, and set an `input_spec` with
     `ndim` or `min_ndim` before `build`.
+
+    `lesioned` (default False; neither a weight nor part of the config) closes the gates: the
+    layer then returns its input unchanged, bit for bit, in every variant (T := 0, and C := 1
+    where C is not 1 - T), as in the paper's layer-lesioning experiment (NIPS 2015, §4.2). The
+    flag is read when `call` runs or is traced, so it costs nothing in a traced graph, and a
+    function traced before it changed keeps the old behaviour: run the model eagerly or trace
+    afresh (`zoo.analysis.lesion.lesioned(layer, model=model)` drops the model's traced
+    predict and evaluate functions).
     """
 
     channel_axis = -1
@@ -121,6 +129,7 @@ class HighwayBase(keras.layers.Layer):
         self.kernel_constraint = keras.constraints.get(kernel_constraint)
         self.bias_constraint = keras.constraints.get(bias_constraint)
         self._learned = LEARNED_BRANCHES[variant]
+        self.lesioned = False
 
     def build(self, input_shape):
         channels = input_shape[self.channel_axis]
@@ -178,6 +187,8 @@ class HighwayBase(keras.layers.Layer):
         return h, t, c
 
     def call(self, inputs):
+        if self.lesioned:
+            return inputs
         return combine(self.variant, inputs, *self._branches(inputs))
 
     def _prepare(self, x):

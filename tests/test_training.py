@@ -39,13 +39,15 @@ def test_recipes_match_the_authors_solvers():
     # Caffe multistep: 0.025, x0.1 at iterations 100k, 150k, 175k (batch 100, 50k images).
     assert cifar["batch_size"] == 100 and cifar["epochs"] == 400
     assert isinstance(schedule, keras.optimizers.schedules.PiecewiseConstantDecay)
-    assert schedule.boundaries == [100_000, 150_000, 175_000]
+    # Keras switches after its boundary, Caffe at its stepvalue: boundaries are one less.
+    assert schedule.boundaries == [99_999, 149_999, 174_999]
     np.testing.assert_allclose(schedule.values, [0.025, 2.5e-3, 2.5e-4, 2.5e-5])
     assert float(schedule(99_999)) == pytest.approx(0.025)
+    assert float(schedule(100_000)) == pytest.approx(2.5e-3)
     assert float(schedule(150_001)) == pytest.approx(2.5e-4)
     sgd = make_optimizer(get_recipe("caffe_mnist_conv"), steps_per_epoch=600)
     assert sgd.nesterov and sgd.momentum == 0.9
-    assert learning_rate(get_recipe("caffe_mnist_conv"), 600).boundaries == [60_000, 120_000]
+    assert learning_rate(get_recipe("caffe_mnist_conv"), 600).boundaries == [59_999, 119_999]
     adam = make_optimizer(get_recipe("adam_fc", learning_rate=1e-3), steps_per_epoch=10)
     assert isinstance(adam, keras.optimizers.Adam) and adam.global_clipnorm == 5.0
     assert math.isclose(float(adam.learning_rate), 1e-3, rel_tol=1e-6)

@@ -207,6 +207,22 @@ def test_weights_without_a_recorded_hash_or_missing_are_refused(tmp_path):
         zoo.load("highway_cifar10", weights="default")
 
 
+def test_saved_weights_leave_the_optimizer_state_out(tmp_path):
+    model = zoo.load("highway_fc10_mnist", depth=3)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(raw_pixels((28, 28, 1), batch=8), np.arange(8) % 10, epochs=1, verbose=0)
+    zoo.save_weights(model, tmp_path / "w.weights.h5")
+    bare = zoo.load("highway_fc10_mnist", depth=3)
+    bare.save_weights(tmp_path / "bare.weights.h5")
+    # Adam's two moments would triple the file; the weights alone match an uncompiled save.
+    assert abs((tmp_path / "w.weights.h5").stat().st_size
+               - (tmp_path / "bare.weights.h5").stat().st_size) < 4096
+    loaded = zoo.load("highway_fc10_mnist", depth=3)
+    loaded.load_weights(tmp_path / "w.weights.h5")
+    x = raw_pixels((28, 28, 1))
+    np.testing.assert_array_equal(model.predict(x, verbose=0), loaded.predict(x, verbose=0))
+
+
 def test_saving_never_overwrites_existing_weights(tmp_path):
     model = zoo.load("highway_fc10_mnist")
     path = tmp_path / "w.weights.h5"

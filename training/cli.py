@@ -2,9 +2,16 @@
 
     highway-zoo list [PATTERN]
     highway-zoo describe NAME [--json]
-    highway-zoo train NAME [--dataset D] [--data-dir DIR] [--epochs N] [--batch-size N]
-                      [--learning-rate LR] [--out RUN_DIR] [--seed S] [--depth N] ...
+    highway-zoo train NAME [--dataset D] [--data-dir DIR] [--out RUN_DIR] [--seed S]
+                      [--recipe paper|quick|NAME] [--epochs N] [--batch-size N] ...
+                      [--strategy default|mirrored|multiworker] [--cpu-devices N]
+                      [--checkpoint-every STEPS] [--depth N] ...
     highway-zoo demo [--depths 10,20,50] [--epochs N] [--data-dir DIR] [--out DIR]
+    highway-zoo sweep [--depths 10,20,50,100] [--kinds highway,plain] [--seeds N] ...
+    highway-zoo export NAME [--weights W | --run RUN_DIR | --random-weights] [--version N] ...
+    highway-zoo predict --model-dir exported/NAME/VERSION IMAGE...
+    highway-zoo analyze NAME --weights W [--dataset D] [--examples N] [--out DIR] ...
+    highway-zoo tensorboard RUN_DIR [--port P] [--print-command]
 """
 
 from __future__ import annotations
@@ -49,6 +56,75 @@ def _overrides(args: argparse.Namespace) -> dict:
     return {k: getattr(args, k) for k in OVERRIDE_FLAGS if getattr(args, k, None) is not None}
 
 
+def _add_train_parser(sub) -> None:
+    from training.distribute import STRATEGIES
+    from training.recipes import add_recipe_flags
+
+    p = sub.add_parser(
+        "train", help="train a zoo network with its recipe",
+        description="Trains a zoo network with its paper recipe (or --recipe quick), "
+        "writing a run directory that resumes after an interruption: run the same command "
+        "again. --batch-size is the GLOBAL batch, split over all replicas; the learning "
+        "rate is not scaled with the number of replicas.",
+    )
+    p.add_argument("name")
+    p.add_argument("--dataset", help="mnist, fashion_mnist, cifar10, cifar100 "
+                   "(default: the architecture's own)")
+    p.add_argument("--data-dir", help="directory holding the upstream dataset files")
+    p.add_argument("--out", help="run directory: new, empty, or an interrupted run of the "
+                   "same configuration, which is resumed (default runs/NAME-TIME)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--recipe", default="paper", help="paper (default: the architecture's "
+                   "recipe), quick (a few minutes on a CPU) or a recipe name")
+    p.add_argument("--checkpoint-every", type=int, metavar="STEPS",
+                   help="also checkpoint every STEPS steps (default: every epoch only)")
+    p.add_argument("--no-gate-summaries", dest="gate_summaries", action="store_false",
+                   help="do not write the transform gates' TensorBoard summaries and "
+                   "gates.json each epoch")
+    p.add_argument("--strategy", choices=STRATEGIES, default="default",
+                   help="default (one device), mirrored (all local GPUs, or the logical "
+                   "CPU devices of --cpu-devices) or multiworker (TF_CONFIG; see "
+                   "training/distribute.py)")
+    p.add_argument("--verbose", choices=["auto", "0", "1", "2"], default="auto",
+                   help="Keras progress: 1 a bar, 2 one line per epoch, 0 none")
+    p.add_argument("--cpu-devices", type=int, metavar="N",
+                   help="split the host CPU into N logical devices (for --strategy mirrored "
+                   "without GPUs)")
+    add_recipe_flags(p)
+    _add_override_flags(p)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from training import distribute
+    from training.recipes import recipe_overrides
+
+    if args.cpu_devices is not None:
+        distribute.set_cpu_devices(args.cpu_devices)  # before anything starts TensorFlow
+    import tensorflow as tf
+
+    from training.trainer import NonFiniteLossError, train
+
+    try:
+        metrics = train(
+            args.name, dataset=args.dataset, data_dir=args.data_dir, out=args.out,
+            seed=args.seed, recipe=args.recipe, recipe_overrides=recipe_overrides(args),
+            strategy=args.strategy, checkpoint_every=args.checkpoint_every,
+            gate_summaries=args.gate_summaries,
+            verbose=args.verbose if args.verbose == "auto" else int(args.verbose),
+            **_overrides(args),
+        )
+    except NonFiniteLossError as err:
+        print(f"highway-zoo train: error: {err}", file=sys.stderr)
+        return 1
+    except tf.errors.UnavailableError as err:  # multi-worker: a peer went away
+        print(f"highway-zoo train: error: another worker stopped; see its output, fix the "
+              f"cause and start all workers again with the same command. ({err.message})",
+              file=sys.stderr)
+        return 1
+    print(json.dumps(metrics, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="highway-zoo", description="Highway Networks model zoo (Keras 3)."
@@ -62,17 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("train", help="train a zoo network with its recipe")
-    p.add_argument("name")
-    p.add_argument("--dataset", help="mnist, fashion_mnist, cifar10, cifar100 "
-                   "(default: the architecture's own)")
-    p.add_argument("--data-dir", help="directory holding the upstream dataset files")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--learning-rate", type=float)
-    p.add_argument("--out", help="run directory (new or empty; default runs/NAME-TIME)")
-    p.add_argument("--seed", type=int, default=0)
-    _add_override_flags(p)
+    _add_train_parser(sub)
+    from training import predict as serving_cli
+
+    serving_cli.add_parsers(sub)  # export, predict
+    from training import analyze as analyze_cli
+
+    analyze_cli.add_parsers(sub)  # analyze, tensorboard
 
     p = sub.add_parser("demo", help="the main job: highway vs plain nets by depth on MNIST")
     p.add_argument("--depths", type=_depths, default=[10, 20, 50],
@@ -85,6 +157,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (new or empty; default runs/demo-TIME)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--transform-bias", type=float, help="highway nets' b_T (default -2)")
+
+    p = sub.add_parser("sweep", help="NIPS 2015 Fig. 1: training loss of plain and highway "
+                       "nets by depth, over seeds")
+    p.add_argument("--depths", type=_depths, default=[10, 20, 50, 100],
+                   help="comma-separated depths (default 10,20,50,100)")
+    p.add_argument("--kinds", default="highway,plain", help="highway,plain (default) or one")
+    p.add_argument("--seeds", type=int, default=1, help="number of seeds 0..N-1 (default 1)")
+    p.add_argument("--activation", default="tanh", help="tanh (default) or relu")
+    p.add_argument("--transform-bias", type=float, action="append",
+                   help="highway nets' b_T (default -2); repeat for one series per value")
+    p.add_argument("--init", default="seed", help="kernel initialisation: seed (default, "
+                   "uniform +-1/sqrt(fan_in)) or glorot (the paper's)")
+    p.add_argument("--epochs", type=int, help="default: the recipe's 12")
+    p.add_argument("--data-dir", help="directory holding the upstream MNIST files")
+    p.add_argument("--out", help="output directory (new or empty; default runs/sweep-TIME)")
+    p.add_argument("--in-process", action="store_true",
+                   help="train every net in this process (faster; no per-run peak memory)")
     return parser
 
 
@@ -94,11 +183,11 @@ def _print_models(pattern: str) -> None:
     names = zoo.list_models(pattern)
     if not names:
         raise ValueError(f"No architecture matches {pattern!r}; try `highway-zoo list`.")
-    print(f"{'name':24s} {'params':>10s} {'paper acc':>9s}  {'tag':7s} dataset")
+    print(f"{'name':30s} {'params':>10s} {'paper acc':>9s}  {'tag':7s} dataset")
     for name in names:
         m = zoo.describe(name)
         acc = f"{m['paper_accuracy']:.2f}" if m["paper_accuracy"] else "-"
-        print(f"{name:24s} {m['params']:>10,d} {acc:>9s}  {m['provenance']:7s} {m['dataset']}")
+        print(f"{name:30s} {m['params']:>10,d} {acc:>9s}  {m['provenance']:7s} {m['dataset']}")
 
 
 def _print_description(name: str, as_json: bool) -> None:
@@ -122,21 +211,28 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "describe":
             _print_description(args.name, args.json)
         elif args.command == "train":
-            from training.trainer import train
+            return _train(args)
+        elif args.command in ("export", "predict"):
+            from training import predict as serving_cli
 
-            metrics = train(
-                args.name, dataset=args.dataset, data_dir=args.data_dir,
-                epochs=args.epochs, batch_size=args.batch_size,
-                learning_rate=args.learning_rate, out=args.out, seed=args.seed,
-                **_overrides(args),
-            )
-            print(json.dumps(metrics, indent=2))
+            return serving_cli.run(args)
+        elif args.command in ("analyze", "tensorboard"):
+            from training import analyze as analyze_cli
+
+            return analyze_cli.run(args)
         elif args.command == "demo":
             from training.demo import demo
 
             extra = {} if args.transform_bias is None else {"transform_bias": args.transform_bias}
             demo(args.depths, init=args.init, epochs=args.epochs, data_dir=args.data_dir,
                  out=args.out, seed=args.seed, **extra)
+        elif args.command == "sweep":
+            from training.sweep import sweep
+
+            sweep(args.depths, [k for k in args.kinds.split(",") if k], args.seeds,
+                  activation=args.activation, transform_bias=args.transform_bias or -2.0,
+                  init=args.init, epochs=args.epochs, data_dir=args.data_dir, out=args.out,
+                  isolate=not args.in_process)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"highway-zoo {args.command}: error: {err}", file=sys.stderr)
         return 2

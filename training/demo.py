@@ -40,7 +40,7 @@ INITS = {
 }
 
 
-def _architecture(kind: str, depth: int) -> tuple[str, dict[str, Any]]:
+def architecture(kind: str, depth: int) -> tuple[str, dict[str, Any]]:
     """The registered net of that depth, or the depth-10 one with a depth override."""
     name = f"{kind}_fc{depth}_mnist"
     if name in zoo.list_models():
@@ -48,22 +48,44 @@ def _architecture(kind: str, depth: int) -> tuple[str, dict[str, Any]]:
     return f"{kind}_fc10_mnist", {"depth": depth}
 
 
-def format_table(results: Sequence[dict[str, Any]]) -> str:
-    by = {(r["kind"], r["depth"]): r for r in results}
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return f"{value['mean']:.3f} ± {value['std']:.3f}"
+    return f"{value:.3f}"
+
+
+def format_table(results: Sequence[dict[str, Any]], series: Sequence[str] = KINDS) -> str:
+    """One row per depth: test accuracy, then final training loss, of each series.
+
+    A result belongs to series `r.get("series", r["kind"])`; its values are numbers,
+    or `{"mean", "std"}` dicts printed as "mean ± std".
+    """
+    by = {(r.get("series", r["kind"]), r["depth"]): r for r in results}
     depths = sorted({r["depth"] for r in results})
+    header = [f"{s} test acc" for s in series] + [f"{s} train loss" for s in series]
     lines = [
-        "| depth | highway test acc | plain test acc | highway train loss | plain train loss |",
-        "| ---: | ---: | ---: | ---: | ---: |",
+        "| depth | " + " | ".join(header) + " |",
+        "| ---: |" + " ---: |" * len(header),
     ]
     for d in depths:
-        h, p = by.get(("highway", d), {}), by.get(("plain", d), {})
         cells = [
-            f"{r[k]:.3f}" if k in r else "-"
-            for r, k in [(h, "test_accuracy"), (p, "test_accuracy"),
-                         (h, "final_train_loss"), (p, "final_train_loss")]
+            _cell(by.get((s, d), {}).get(key))
+            for key in ("test_accuracy", "final_train_loss") for s in series
         ]
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def save_figure(fig, path: Path) -> None:
+    """Writes a matplotlib figure to `path` atomically and closes it."""
+    import matplotlib.pyplot as plt
+
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
 
 
 def plot(results: Sequence[dict[str, Any]], path: Path, title: str) -> None:
@@ -91,10 +113,7 @@ def plot(results: Sequence[dict[str, Any]], path: Path, title: str) -> None:
         ax.grid(alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
 
 def demo(
@@ -120,7 +139,7 @@ def demo(
     results = []
     jobs = [(d, k) for d in depths for k in KINDS]
     for i, (depth, kind) in enumerate(jobs, start=1):
-        name, depth_override = _architecture(kind, depth)
+        name, depth_override = architecture(kind, depth)
         extra = {k: v for k, v in overrides.items() if kind == "highway" or k != "transform_bias"}
         extra.setdefault("kernel_initializer", INITS[init])
         start = time.perf_counter()

@@ -1,54 +1,350 @@
-"""Turns a recipe of `zoo.RECIPES` into a Keras optimizer."""
+"""Recipes of `zoo.RECIPES` made real: validation, overrides, optimizers, weight decay.
+
+- `FIELDS` is the schema of a recipe's training settings: one entry per field, from which
+  the CLI derives one flag each (`add_recipe_flags`), so a new field is one line here.
+- `get_recipe(name, overrides)` returns a checked copy with overrides applied;
+  `recipe_name(architecture_recipe, "paper" | "quick" | NAME)` picks one.
+- `make_optimizer(recipe, steps_per_epoch)`: Nesterov SGD with Caffe's bias `lr_mult`
+  (`CaffeSGD`) or Adam; the "multistep" schedule on iteration counts of the global batch.
+- `apply_weight_decay(model, recipe)`: Caffe's weight decay as L2 regularizers attached
+  to the built model's kernel variables, so weight decay stays a training concern and the
+  architectures and weights files are unchanged.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import math
+from collections.abc import Callable
 from typing import Any
 
 import keras
 
-from zoo import RECIPES
+from training.augment import AUGMENTATIONS
+from zoo.recipes import QUICK_RECIPES, RECIPES
 
-# Recipe fields a caller may override (the CLI's --epochs, --batch-size, ...).
-OVERRIDABLE = ("epochs", "batch_size", "learning_rate")
+# Layer name of every zoo network's classifier (zoo/heads.py).
+CLASSIFIER_LAYER = "logits"
 
 
-def get_recipe(name: str, **overrides: Any) -> dict[str, Any]:
-    """A copy of recipe `name` with the non-None `overrides` applied."""
-    if name not in RECIPES:
-        raise ValueError(f"Unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}.")
-    recipe = dict(RECIPES[name], name=name)
-    for key, value in overrides.items():
-        if key not in OVERRIDABLE:
-            raise ValueError(
-                f"Recipe field {key!r} cannot be overridden; choose from {OVERRIDABLE}."
-            )
-        if value is not None:
-            if value <= 0:
-                raise ValueError(f"{key} must be positive. Received: {key}={value!r}")
-            recipe[key] = value
+def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A CLI parser that also accepts "none" (the field switched off)."""
+
+    def parser(text: str) -> Any:
+        return None if text.strip().lower() == "none" else parse(text)
+
+    parser.__name__ = getattr(parse, "__name__", "value")
+    return parser
+
+
+def _epoch_list(text: str) -> list[float]:
+    """ "100,200" -> [100, 200]; "" or "none" -> [] (a constant rate)."""
+    if text.strip().lower() in ("", "none"):
+        return []
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated epochs, e.g. 100,200. Received: {text!r}"
+        ) from None
+    return [int(v) if v.is_integer() else v for v in values]
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One training setting of a recipe and its command-line flag."""
+
+    name: str
+    parse: Callable[[str], Any]  # the flag's text -> value (bool fields: on/off flags)
+    help: str
+    flag: str | None = None  # default: --name-with-dashes
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def option(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("optimizer", str, "sgd (Caffe-style momentum SGD; switching to it starts from "
+          "momentum 0, no Nesterov) or adam", choices=("sgd", "adam")),
+    Field("learning_rate", float, "base learning rate; NOT scaled with the number of replicas"),
+    Field("momentum", _optional(float), "SGD momentum"),
+    Field("nesterov", bool, "Nesterov momentum (SGD)"),
+    Field("lr_boundaries_epochs", _epoch_list,
+          "epochs at which the rate is multiplied by --lr-decay, e.g. 200,300,350 "
+          "('none': constant)", flag="--lr-boundaries"),
+    Field("lr_decay", _optional(float), "factor applied at each boundary (Caffe's gamma)"),
+    Field("batch_size", int, "GLOBAL batch size, split evenly over all replicas"),
+    Field("epochs", int, "training epochs"),
+    Field("weight_decay", float,
+          "Caffe weight decay wd (wd*w added to the gradient = L2(wd/2) on kernels, "
+          "biases excluded); 0 for none"),
+    Field("classifier_weight_decay_mult", float,
+          "weight-decay multiplier of the classifier kernel (Caffe decay_mult)"),
+    Field("bias_lr_mult", float, "learning-rate multiplier of biases (Caffe lr_mult; SGD only)"),
+    Field("global_clipnorm", _optional(float), "clip the global gradient norm ('none': off)"),
+    Field("augmentation", str, "training-time augmentation", choices=AUGMENTATIONS),
+)
+FIELD_NAMES = tuple(f.name for f in FIELDS)
+# Descriptive keys a recipe may carry besides its settings.
+INFO_KEYS = ("source", "purpose", "paper_recipe", "authors_seed")
+
+
+def recipe_name(architecture_recipe: str, recipe: str | None = None) -> str:
+    """The recipe to train with: "paper" (or None) is the architecture's own,
+    "quick" its quick version, anything else a `zoo.RECIPES` name."""
+    if recipe in (None, "paper"):
+        return architecture_recipe
+    if recipe == "quick":
+        if architecture_recipe in QUICK_RECIPES:
+            return QUICK_RECIPES[architecture_recipe]
+        raise ValueError(f"Recipe {architecture_recipe!r} has no quick version.")
+    if recipe not in RECIPES:
+        raise ValueError(
+            f"Unknown recipe {recipe!r}; use 'paper', 'quick' or one of: "
+            f"{', '.join(sorted(RECIPES))}."
+        )
     return recipe
 
 
+# What switching the optimizer does to the settings it does not give (--optimizer).
+_OPTIMIZER_DEFAULTS = {
+    "sgd": {"momentum": 0.0, "nesterov": False},
+    "adam": {"momentum": None, "nesterov": None, "bias_lr_mult": 1.0},
+}
+
+
+def get_recipe(
+    name: str, overrides: dict[str, Any] | None = None, **more: Any
+) -> dict[str, Any]:
+    """A checked copy of recipe `name` with overrides applied.
+
+    Args:
+        name: a `zoo.RECIPES` name.
+        overrides: field -> value, applied as given (None switches an optional field
+            such as `global_clipnorm` off).
+        **more: field -> value, applied unless None (None means "not given", as for
+            `train(epochs=None)`).
+
+    Raises:
+        ValueError: an unknown recipe or field, or a value out of range; the message
+            names the field and what it accepts.
+    """
+    if name not in RECIPES:
+        raise ValueError(f"Unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}.")
+    more = {k: v for k, v in more.items() if v is not None}
+    clash = sorted(k for k in more if k in (overrides or {}) and overrides[k] != more[k])
+    if clash:
+        raise ValueError(
+            f"{clash[0]} is given twice with different values: {more[clash[0]]!r} and "
+            f"{overrides[clash[0]]!r} in the recipe overrides. Give it once."
+        )
+    given = {**(overrides or {}), **more}
+    unknown = sorted(set(given) - set(FIELD_NAMES))
+    if unknown:
+        raise ValueError(
+            f"Recipe field {unknown[0]!r} cannot be overridden; choose from "
+            f"{', '.join(FIELD_NAMES)}."
+        )
+    recipe = {**RECIPES[name], "name": name}
+    if given.get("optimizer", recipe["optimizer"]) != recipe["optimizer"]:
+        # Settings of the recipe's optimizer that mean nothing to the new one.
+        recipe.update(_OPTIMIZER_DEFAULTS[given["optimizer"]])
+    recipe.update(given)
+    if isinstance(recipe["lr_boundaries_epochs"], tuple):
+        recipe["lr_boundaries_epochs"] = list(recipe["lr_boundaries_epochs"])
+    check_recipe(recipe)
+    return recipe
+
+
+def _fail(recipe: dict[str, Any], key: str, expected: str) -> None:
+    raise ValueError(
+        f"Recipe {recipe.get('name', '?')!r}: {key} must be {expected}. "
+        f"Received: {key}={recipe.get(key)!r}"
+    )
+
+
+def check_recipe(recipe: dict[str, Any]) -> None:
+    """Raises ValueError naming the first setting of `recipe` that is missing or invalid."""
+    missing = [f for f in FIELD_NAMES if f not in recipe]
+    if missing:
+        raise ValueError(f"Recipe {recipe.get('name', '?')!r} lacks {', '.join(missing)}.")
+
+    def number(key: str, low: float, *, open_low: bool = False, high: float = math.inf):
+        value = recipe[key]
+        ok = (
+            isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and (value > low if open_low else value >= low)
+            and value <= high
+        )
+        if not ok:
+            bound = f"> {low}" if open_low else f">= {low}"
+            if high < math.inf:
+                bound += f" and <= {high}"
+            _fail(recipe, key, f"a finite number {bound}")
+
+    for f in FIELDS:
+        if f.choices and recipe[f.name] not in f.choices:
+            _fail(recipe, f.name, f"one of {', '.join(f.choices)}")
+    number("learning_rate", 0, open_low=True)
+    for key in ("epochs", "batch_size"):
+        if not isinstance(recipe[key], int) or isinstance(recipe[key], bool) or recipe[key] < 1:
+            raise ValueError(f"{key} must be positive. Received: {key}={recipe[key]!r}")
+    number("weight_decay", 0)
+    number("classifier_weight_decay_mult", 0)
+    number("bias_lr_mult", 0, open_low=True)
+    if recipe["global_clipnorm"] is not None:
+        number("global_clipnorm", 0, open_low=True)
+    boundaries = recipe["lr_boundaries_epochs"] or []
+    if any(not isinstance(b, (int, float)) or b <= 0 for b in boundaries) or any(
+        a >= b for a, b in zip(boundaries, boundaries[1:])
+    ):
+        _fail(recipe, "lr_boundaries_epochs", "increasing positive epochs")
+    if boundaries:
+        number("lr_decay", 0, open_low=True)
+    if recipe["optimizer"] == "sgd":
+        number("momentum", 0, high=1)
+        if not isinstance(recipe["nesterov"], bool):
+            _fail(recipe, "nesterov", "true or false for SGD")
+    else:
+        for key in ("momentum", "nesterov"):
+            if recipe[key] not in (None, False):
+                _fail(recipe, key, f"unset (None) with optimizer {recipe['optimizer']!r}")
+        if recipe["bias_lr_mult"] != 1:
+            _fail(
+                recipe, "bias_lr_mult",
+                "1 with Adam: Adam divides each gradient by its own running scale, so "
+                "Caffe's lr_mult (a gradient scale under SGD) does not apply",
+            )
+
+
 def learning_rate(recipe: dict[str, Any], steps_per_epoch: int):
-    """The recipe's learning rate: a constant, or Caffe's "multistep" schedule."""
+    """The recipe's learning rate: a constant, or Caffe's "multistep" schedule on iteration
+    counts (`steps_per_epoch` steps of the global batch per epoch).
+
+    Caffe's update number `iter` (from 0) uses the decayed rate from `iter >= stepvalue`
+    on; Keras's `PiecewiseConstantDecay` switches once `step > boundary`, so each
+    boundary is one less than Caffe's stepvalue (e.g. 59,999 for 60,000).
+    """
     base = recipe["learning_rate"]
     boundaries = recipe.get("lr_boundaries_epochs")
     if not boundaries:
         return base
     decay = recipe["lr_decay"]
     return keras.optimizers.schedules.PiecewiseConstantDecay(
-        boundaries=[b * steps_per_epoch for b in boundaries],
+        boundaries=[round(b * steps_per_epoch) - 1 for b in boundaries],
         values=[base * decay**i for i in range(len(boundaries) + 1)],
     )
 
 
+def is_bias(variable) -> bool:
+    """Whether a model variable is a bias (every zoo layer names its bias "bias")."""
+    return variable.name.split("/")[-1].split(":")[0] == "bias"
+
+
+@keras.saving.register_keras_serializable(package="highway_zoo")
+class CaffeSGD(keras.optimizers.SGD):
+    """SGD with momentum whose bias learning rate is `bias_lr_mult` times the base rate.
+
+    Caffe multiplies a parameter's rate by its `lr_mult`. Under SGD with momentum (Nesterov
+    or not) scaling the rate of a variable is the same as scaling its gradient, so this is
+    exactly Caffe's update. Biases are the variables named "bias" (`is_bias`).
+
+    Args:
+        bias_lr_mult: the biases' learning-rate multiplier (Caffe's `lr_mult: 2`).
+        **kwargs: as for `keras.optimizers.SGD`.
+    """
+
+    def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, bias_lr_mult=1.0,
+                 **kwargs):
+        super().__init__(learning_rate=learning_rate, momentum=momentum, nesterov=nesterov,
+                         **kwargs)
+        if not bias_lr_mult > 0:
+            raise ValueError(f"bias_lr_mult must be positive. Received: {bias_lr_mult!r}")
+        self.bias_lr_mult = float(bias_lr_mult)
+        self._bias_indices: set[int] = set()
+
+    def build(self, variables):
+        super().build(variables)
+        self._bias_indices = {
+            self._get_variable_index(v) for v in variables if is_bias(v)
+        }
+
+    def update_step(self, gradient, variable, learning_rate):
+        # Decided while tracing: one multiply for the biases, nothing for the rest.
+        if self.bias_lr_mult != 1 and self._get_variable_index(variable) in self._bias_indices:
+            learning_rate = learning_rate * self.bias_lr_mult
+        super().update_step(gradient, variable, learning_rate)
+
+    def get_config(self):
+        return {**super().get_config(), "bias_lr_mult": self.bias_lr_mult}
+
+
 def make_optimizer(recipe: dict[str, Any], steps_per_epoch: int) -> keras.optimizers.Optimizer:
+    """The recipe's optimizer, with its schedule over `steps_per_epoch` steps per epoch."""
     lr = learning_rate(recipe, steps_per_epoch)
-    clip = {"global_clipnorm": recipe["global_clipnorm"]} if "global_clipnorm" in recipe else {}
+    clip = recipe.get("global_clipnorm")
+    clip = {"global_clipnorm": clip} if clip else {}
     if recipe["optimizer"] == "sgd":
-        return keras.optimizers.SGD(
-            lr, momentum=recipe["momentum"], nesterov=recipe["nesterov"], **clip
+        return CaffeSGD(
+            lr, momentum=float(recipe["momentum"]), nesterov=recipe["nesterov"],
+            bias_lr_mult=recipe.get("bias_lr_mult", 1.0), **clip,
         )
     if recipe["optimizer"] == "adam":
         return keras.optimizers.Adam(lr, **clip)
     raise ValueError(f"Unknown optimizer {recipe['optimizer']!r} in recipe {recipe['name']!r}.")
+
+
+def apply_weight_decay(model: keras.Model, recipe: dict[str, Any]) -> dict[str, float]:
+    """Attaches Caffe's weight decay to the kernels of a built `model`.
+
+    Caffe adds wd·w to the gradient of every weight with `decay_mult` 1 (the kernels;
+    biases have `decay_mult` 0), which is the gradient of an L2(wd / 2) penalty; the
+    classifier kernel (layer "logits") has `decay_mult` = `classifier_weight_decay_mult`.
+    The penalties then appear in `model.losses` and in the training loss.
+
+    Returns:
+        The L2 factor given to each kernel, by variable path (empty for wd = 0).
+    """
+    wd = recipe["weight_decay"]
+    if not wd:
+        return {}
+    factors = {}
+    for layer in model.layers:
+        mult = recipe["classifier_weight_decay_mult"] if layer.name == CLASSIFIER_LAYER else 1.0
+        for variable in layer.trainable_weights:
+            if is_bias(variable) or variable.name.split("/")[-1] != "kernel":
+                continue
+            if variable.regularizer is not None:
+                raise ValueError(
+                    f"{variable.path} already has a regularizer; the recipe's weight decay "
+                    "would add a second one. Build the model without regularizers."
+                )
+            factor = wd / 2 * mult
+            if factor:
+                variable.regularizer = keras.regularizers.L2(factor)
+                factors[variable.path] = factor
+    return factors
+
+
+def add_recipe_flags(parser: argparse.ArgumentParser) -> None:
+    """Adds one flag per recipe field (`FIELDS`); a flag not given keeps the recipe's value."""
+    group = parser.add_argument_group(
+        "recipe overrides (default: the recipe's value; `highway-zoo describe NAME` shows it)"
+    )
+    for f in FIELDS:
+        kwargs = dict(dest=f"recipe_{f.name}", default=argparse.SUPPRESS, help=f.help)
+        if f.parse is bool:
+            group.add_argument(f.option, action=argparse.BooleanOptionalAction, **kwargs)
+        else:
+            metavar = None if f.choices else f.option.lstrip("-").replace("-", "_").upper()
+            group.add_argument(f.option, type=f.parse, choices=f.choices, metavar=metavar,
+                               **kwargs)
+
+
+def recipe_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The recipe fields given on the command line ("none" kept as an explicit None)."""
+    return {f.name: getattr(args, f"recipe_{f.name}") for f in FIELDS
+            if hasattr(args, f"recipe_{f.name}")}

@@ -17,6 +17,7 @@ from typing import Any
 
 # Importing the family modules registers their architectures.
 from zoo import conv_nets, fashion_mnist, fc_nets, pretrained  # noqa: F401
+from zoo.export import export
 from zoo.model import HighwayZooModel
 from zoo.recipes import RECIPES
 from zoo.registry import describe, list_models
@@ -27,6 +28,7 @@ __all__ = [
     "RECIPES",
     "WeightsHashError",
     "describe",
+    "export",
     "list_models",
     "load",
     "save",

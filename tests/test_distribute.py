@@ -1,0 +1,173 @@
+"""More than one device and more than one machine: MirroredStrategy over 2 logical CPU
+devices, and 2 workers of MultiWorkerMirroredStrategy on 127.0.0.1 (killed and resumed),
+in real processes: logical devices and the collective runtime must be set up before
+TensorFlow starts."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import zoo
+from training import distribute
+
+HIGHWAY_ZOO = os.path.join(os.path.dirname(sys.executable), "highway-zoo")
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
+TIMEOUT = 240  # seconds: a hang fails the test instead of blocking CI
+
+
+def _train_command(tmp_path, *extra):
+    return [HIGHWAY_ZOO, "train", "highway_fc10_mnist", "--depth", "3", "--epochs", "2",
+            "--batch-size", "100", "--data-dir", str(tmp_path / "data"),
+            "--out", str(tmp_path / "run"), "--verbose", "0", *extra]
+
+
+def _read(path):
+    return json.loads(path.read_text())
+
+
+def test_mirrored_strategy_trains_on_two_cpu_replicas(tmp_path):
+    proc = subprocess.run(
+        _train_command(tmp_path, "--strategy", "mirrored", "--cpu-devices", "2"),
+        env=ENV, capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = _read(tmp_path / "run" / "run.json")
+    assert run["status"] == "finished"
+    assert run["distribution"] == {
+        "name": "mirrored", "replicas": 2, "workers": 1,
+        "devices": ["/job:localhost/replica:0/task:0/device:CPU:0",
+                    "/job:localhost/replica:0/task:0/device:CPU:1"],
+        "global_batch_size": 100, "per_replica_batch_size": 50,
+        "learning_rate_scaled_with_replicas": False,
+    }
+    history = _read(tmp_path / "run" / "history.json")
+    assert history[1]["loss"] < history[0]["loss"]
+    assert _read(tmp_path / "run" / "metrics.json")["test_accuracy"] > 0.8  # chance is 0.1
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start_workers(tmp_path, command, tag):
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    workers = []
+    for index in range(2):
+        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        log = open(tmp_path / f"{tag}-worker{index}.log", "w")
+        proc = subprocess.Popen(command, env={**ENV, "TF_CONFIG": json.dumps(tf_config)},
+                                stdout=log, stderr=subprocess.STDOUT)
+        workers.append((proc, log))
+    return workers
+
+
+def _stop(workers, kill=False):
+    try:
+        for proc, _ in workers:
+            if kill:
+                proc.kill()
+            proc.wait(timeout=TIMEOUT)
+    finally:
+        for proc, log in workers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+def _wait_for_checkpoint(workers, pointer, iterations):
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and all(p.poll() is None for p, _ in workers):
+        try:
+            if _read(pointer)["iterations"] >= iterations:
+                return
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+        time.sleep(0.02)
+    raise AssertionError("no checkpoint appeared before the workers ended")
+
+
+def test_two_workers_train_one_model_and_resume_together(tmp_path):
+    run_dir, worker_dir = tmp_path / "run", tmp_path / "run" / "workers" / "1"
+    # 40 steps of the global batch 100 per epoch; a checkpoint every 20 steps.
+    command = _train_command(tmp_path, "--strategy", "multiworker", "--epochs", "3",
+                             "--checkpoint-every", "20")
+    workers = _start_workers(tmp_path, command, "first")
+    try:
+        _wait_for_checkpoint(workers, run_dir / "checkpoint" / "checkpoint.json", 60)
+    finally:
+        _stop(workers, kill=True)
+    chief_at = _read(run_dir / "checkpoint" / "checkpoint.json")["iterations"]
+    pointer = worker_dir / "checkpoint" / "checkpoint.json"
+    worker_at = _read(pointer)["iterations"]
+    if worker_at == chief_at:
+        # As if worker 1 died before its last checkpoint: the workers must agree on 20 less.
+        (worker_dir / "checkpoint" / f"ckpt-{worker_at:09d}.weights.h5").unlink()
+        worker_at -= 20
+        pointer.write_text(json.dumps({"file": f"ckpt-{worker_at:09d}.weights.h5",
+                                       "iterations": worker_at, "epoch": worker_at // 40,
+                                       "batch": worker_at % 40}))
+
+    workers = _start_workers(tmp_path, command, "resumed")
+    _stop(workers)
+    logs = [(tmp_path / f"resumed-worker{i}.log").read_text() for i in range(2)]
+    for (proc, _), log in zip(workers, logs):
+        assert proc.returncode == 0, log[-3000:]
+    common = min(chief_at, worker_at)
+    assert sum(f"another worker's at {common}: all resume from {common}" in log
+               for log in logs) == 1
+    assert all("Resuming the interrupted run" in log for log in logs)
+
+    run = _read(run_dir / "run.json")
+    assert run["status"] == "finished" and run["role"] == {"chief": True, "worker_index": 0}
+    assert run["resumed"][0]["iterations"] == common
+    assert run["distribution"]["workers"] == 2 and run["distribution"]["replicas"] == 2
+    assert run["distribution"]["per_replica_batch_size"] == 50
+    assert _read(run_dir / "metrics.json")["iterations"] == 3 * 40
+    assert [e["epoch"] for e in _read(run_dir / "history.json")] == [1, 2, 3]
+    assert _read(run_dir / "metrics.json")["test_accuracy"] > 0.8  # chance is 0.1
+    # Worker 1 writes only under workers/1/; the chief writes the run directory.
+    assert _read(worker_dir / "run.json")["status"] == "finished"
+    assert sorted(p.name for p in worker_dir.iterdir()) == [
+        "history.json", "model.json", "model.weights.h5", "model.weights.h5.sha256", "run.json",
+    ]
+    chief = zoo.load("highway_fc10_mnist", weights=run_dir)
+    worker = zoo.load("highway_fc10_mnist", weights=worker_dir)
+    for a, b in zip(chief.get_weights(), worker.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cpu_devices_must_be_set_before_tensorflow_starts():
+    import tensorflow as tf
+
+    tf.constant(1.0)  # this process's TensorFlow has started
+    with pytest.raises(RuntimeError, match="already initialised its devices"):
+        distribute.set_cpu_devices(len(tf.config.list_logical_devices("CPU")) + 1)
+    with pytest.raises(ValueError, match="positive integer"):
+        distribute.set_cpu_devices(0)
+
+
+def test_strategy_errors_say_what_to_do(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="needs the TF_CONFIG environment variable"):
+        distribute.make_strategy("multiworker")
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1"]}, "task": {"index": 3}}')
+    with pytest.raises(ValueError, match="TF_CONFIG must be JSON with cluster.worker"):
+        distribute.make_strategy("multiworker")
+    with pytest.raises(ValueError, match="choose from default, mirrored, multiworker"):
+        distribute.make_strategy("parameter_server")
+    assert distribute.per_replica_batch(100, 4) == 25
+    with pytest.raises(ValueError, match="global batch and must split evenly over the 3"):
+        distribute.per_replica_batch(100, 3)

@@ -1,0 +1,381 @@
+"""`zoo.export` and `highway-zoo export`: layout, versions, signatures, provenance, errors."""
+
+import importlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from google.protobuf import text_format
+from tensorflow_serving.apis import prediction_log_pb2
+from tensorflow_serving.config import model_server_config_pb2
+
+import zoo
+from training.cli import main
+from zoo.weights import WEIGHTS_FILE, sha256_of
+
+# `zoo.export` is the function (zoo/__init__.py re-exports it); this is the module.
+export_module = importlib.import_module("zoo.export")
+versions = export_module.versions
+FC = "highway_fc10_mnist"
+CONV = "highway_conv16_mnist"
+BIN = Path(sys.executable).parent
+
+
+def small_models() -> dict[str, keras.Model]:
+    """A 3-layer highway MLP and the MNIST highway conv net, random weights, seeded."""
+    keras.utils.set_random_seed(0)
+    return {FC: zoo.load(FC, depth=3), CONV: zoo.load(CONV)}
+
+
+def pixels(n: int = 5, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 255, (n, 28, 28, 1)).astype(np.float32)
+
+
+def keras_reference(model: keras.Model, x: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+    """What every signature should return, computed with the Keras model and its layers."""
+    probabilities = np.asarray(model(x, training=False))
+    logits = np.asarray(keras.Model(model.input, model.get_layer("logits").output)(x))
+    gated = export_module.highway_layers(model)
+    layer_inputs = keras.Model(model.input, [layer.input for layer in gated])(x)
+    gates = {}
+    for layer, layer_input in zip(gated, layer_inputs):
+        t = np.asarray(layer.transform_gate(layer_input))
+        gates[layer.name] = t.reshape(len(x), -1).mean(axis=1)
+    return {
+        "serving_default": {
+            "probabilities": probabilities,
+            "class_ids": probabilities.argmax(axis=-1).astype(np.int64),
+        },
+        "logits": {"logits": logits},
+        "gates": gates,
+    }
+
+
+def assert_outputs_match(got: dict, expected: dict) -> None:
+    assert sorted(got) == sorted(expected)
+    for key, value in expected.items():
+        if value.dtype == np.int64:
+            np.testing.assert_array_equal(got[key], value, err_msg=key)
+        else:
+            np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+@pytest.fixture(scope="module")
+def models():
+    return small_models()
+
+
+@pytest.fixture(scope="module")
+def exported(models, tmp_path_factory):
+    """Both small models exported once into one base directory."""
+    base = tmp_path_factory.mktemp("exported")
+    return base, {name: zoo.export(model, base_dir=base) for name, model in models.items()}
+
+
+def no_temp_dirs(model_dir: Path) -> bool:
+    return not [p for p in model_dir.iterdir() if p.name.startswith(export_module.TMP_PREFIX)]
+
+
+def test_layout_versions_and_refusal_to_overwrite(models, tmp_path):
+    base = tmp_path / "missing" / "exported"  # a missing base directory is created
+    model = models[FC]
+    first = zoo.export(model, base_dir=base)
+    assert first == base / FC / "1"
+    assert zoo.export(model, base_dir=base) == base / FC / "2"
+    assert zoo.export(model, base_dir=base, version=7, warmup=False) == base / FC / "7"
+    assert zoo.export(model, base_dir=base) == base / FC / "8"  # the next free number
+    with pytest.raises(FileExistsError, match="never overwritten.*next free one \\(9\\)"):
+        zoo.export(model, base_dir=base, version=2)
+    assert versions(base / FC) == [1, 2, 7, 8]
+    assert no_temp_dirs(base / FC)
+    assert (first / "saved_model.pb").is_file() and (first / "variables").is_dir()
+    assert (first / "assets.extra" / "tf_serving_warmup_requests").is_file()
+    assert not (base / FC / "7" / "assets.extra" / "tf_serving_warmup_requests").exists()
+    # Readable by a server running as another user, as a plain mkdir would make it.
+    assert stat.S_IMODE(os.stat(first).st_mode) == 0o777 & ~_umask()
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="positive integer"):
+            zoo.export(model, base_dir=base, version=bad)
+    with pytest.raises(ValueError, match="served model name"):
+        zoo.export(model, base_dir=base, name="../elsewhere")
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def test_a_failed_export_leaves_no_version_and_no_temp_dir(models, tmp_path, monkeypatch):
+    written = []
+    write_archive = export_module._write_archive
+
+    def crash_after_writing(archive, directory):
+        write_archive(archive, directory)
+        written.append(sorted(p.name for p in directory.iterdir()))
+        raise RuntimeError("simulated crash in the middle of an export")
+
+    monkeypatch.setattr(export_module, "_write_archive", crash_after_writing)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        zoo.export(models[FC], base_dir=tmp_path)
+    assert "saved_model.pb" in written[0]  # it did get half way
+    assert versions(tmp_path / FC) == [] and no_temp_dirs(tmp_path / FC)
+    assert not (tmp_path / "models.config").exists()
+    monkeypatch.undo()
+    assert zoo.export(models[FC], base_dir=tmp_path) == tmp_path / FC / "1"
+    assert no_temp_dirs(tmp_path / FC)
+
+
+def test_signatures_have_named_inputs_and_outputs(models, exported):
+    _, paths = exported
+    for name, path in paths.items():
+        loaded = tf.saved_model.load(str(path))
+        assert sorted(loaded.signatures) == ["gates", "logits", "serving_default"]
+        gate_names = [layer.name for layer in export_module.highway_layers(models[name])]
+        expected_outputs = {
+            "serving_default": {"probabilities": tf.float32, "class_ids": tf.int64},
+            "logits": {"logits": tf.float32},
+            "gates": {layer: tf.float32 for layer in gate_names},
+        }
+        for signature, outputs in expected_outputs.items():
+            fn = loaded.signatures[signature]
+            (inputs,) = [fn.structured_input_signature[1]]
+            assert list(inputs) == ["pixels"]
+            assert inputs["pixels"].shape.as_list() == [None, 28, 28, 1]
+            assert inputs["pixels"].dtype == tf.float32
+            assert {k: v.dtype for k, v in fn.structured_outputs.items()} == outputs
+            assert all(v.shape[0] is None for v in fn.structured_outputs.values())
+    assert len(gate_names) == 8  # conv16: 2 + 3 + 3 highway layers, each its own output
+
+
+@pytest.mark.parametrize("name", [FC, CONV])
+def test_every_signature_matches_the_keras_model(models, exported, name):
+    _, paths = exported
+    loaded = tf.saved_model.load(str(paths[name]))
+    x = pixels(5)
+    expected = keras_reference(models[name], x)
+    for signature, outputs in expected.items():
+        got = loaded.signatures[signature](pixels=tf.constant(x))
+        assert_outputs_match({k: v.numpy() for k, v in got.items()}, outputs)
+    # The batch dimension is free: one image and a batch of 3 give the same rows.
+    one = loaded.signatures["serving_default"](pixels=tf.constant(x[:1]))["probabilities"]
+    np.testing.assert_allclose(one.numpy(), expected["serving_default"]["probabilities"][:1],
+                               rtol=1e-5, atol=1e-6)
+
+
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import tensorflow as tf
+
+    cases = np.load(sys.argv[1], allow_pickle=False)
+    for path in sys.argv[2:]:
+        name = path.split("/")[-2]
+        loaded = tf.saved_model.load(path)
+        x = cases[f"{name}/pixels"]
+        for signature, fn in loaded.signatures.items():
+            for key, value in fn(pixels=tf.constant(x)).items():
+                expected = cases[f"{name}/{signature}/{key}"]
+                assert value.dtype.as_numpy_dtype == expected.dtype, (signature, key)
+                np.testing.assert_allclose(value.numpy(), expected, rtol=1e-5, atol=1e-6)
+        # A wrong-rank image must fail the call, not abort the process (oneDNN's conv CHECK).
+        try:
+            loaded.signatures["serving_default"](pixels=tf.zeros([2, 28, 28]))
+            raise AssertionError("a wrong-rank input was accepted")
+        except tf.errors.InvalidArgumentError as err:
+            assert "[?,28,28,1]" in err.message, err.message
+        print(name, "ok")
+    imported = sorted(m for m in ("zoo", "layers", "training") if m in sys.modules)
+    assert not imported, f"the SavedModel pulled in project modules: {imported}"
+    print("no project imports")
+    """
+)
+
+
+def test_loads_and_matches_in_a_fresh_process_without_project_code(models, exported, tmp_path):
+    _, paths = exported
+    cases = {}
+    for name, model in models.items():
+        x = pixels(4, seed=1)
+        cases[f"{name}/pixels"] = x
+        for signature, outputs in keras_reference(model, x).items():
+            for key, value in outputs.items():
+                cases[f"{name}/{signature}/{key}"] = value
+    np.savez(tmp_path / "cases.npz", **cases)
+    script = tmp_path / "serve_check.py"
+    script.write_text(FRESH_PROCESS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "cases.npz"), *map(str, paths.values())],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{FC} ok" in result.stdout and f"{CONV} ok" in result.stdout
+    assert "no project imports" in result.stdout
+
+
+def test_saved_model_cli_show_and_run(models, exported, tmp_path):
+    _, paths = exported
+    path = str(paths[CONV])
+    show = subprocess.run(
+        [str(BIN / "saved_model_cli"), "show", "--dir", path, "--all"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert show.returncode == 0, show.stderr[-2000:]
+    for text in ("signature_def['serving_default']", "signature_def['gates']",
+                 "signature_def['logits']", "inputs['pixels']", "outputs['class_ids']",
+                 "outputs['probabilities']", "outputs['stage3_highway3']", "DT_INT64"):
+        assert text in show.stdout, text
+    assert "args_0" not in show.stdout and "output_0" not in show.stdout
+
+    x = pixels(3, seed=2)
+    np.save(tmp_path / "x.npy", x)
+    run = subprocess.run(
+        [str(BIN / "saved_model_cli"), "run", "--dir", path, "--tag_set", "serve",
+         "--signature_def", "serving_default", "--inputs", f"pixels={tmp_path / 'x.npy'}",
+         "--outdir", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    expected = keras_reference(models[CONV], x)["serving_default"]
+    got = {key: np.load(tmp_path / "out" / f"{key}.npy") for key in expected}
+    assert_outputs_match(got, expected)
+
+
+def _parse_config(path: Path):
+    config = model_server_config_pb2.ModelServerConfig()
+    text_format.Parse(path.read_text(), config)
+    return {c.name: c for c in config.model_config_list.config}
+
+
+def test_models_config_lists_every_exported_model(models, exported):
+    base, _ = exported
+    entries = _parse_config(base / "models.config")
+    assert sorted(entries) == [CONV, FC]
+    for name, entry in entries.items():
+        assert entry.base_path == str((base / name).resolve())
+        assert Path(entry.base_path).is_absolute()
+        assert entry.model_platform == "tensorflow"
+    docker = _parse_config(base / "models.docker.config")
+    assert {n: e.base_path for n, e in docker.items()} == {n: f"/models/{n}" for n in entries}
+
+
+def test_models_config_keeps_hand_edits_and_refuses_a_broken_file(models, tmp_path):
+    zoo.export(models[FC], base_dir=tmp_path)
+    config_path = tmp_path / "models.config"
+    text = config_path.read_text().replace(
+        'model_platform: "tensorflow"',
+        'model_platform: "tensorflow"\n    model_version_policy { all {} }',
+    )
+    config_path.write_text(text)
+    zoo.export(models[CONV], base_dir=tmp_path, name="digits_conv")
+    entries = _parse_config(config_path)
+    assert sorted(entries) == ["digits_conv", FC]
+    assert entries[FC].model_version_policy.HasField("all")  # the hand edit survived
+
+    config_path.write_text("model_config_list { config { name: ")
+    with pytest.raises(ValueError, match="not a valid ModelServerConfig"):
+        zoo.export(models[FC], base_dir=tmp_path)
+    assert versions(tmp_path / FC) == [1]  # refused before writing anything
+
+
+def test_warmup_requests_parse_and_run(exported):
+    _, paths = exported
+    path = paths[CONV]
+    loaded = tf.saved_model.load(str(path))
+    records = list(tf.data.TFRecordDataset(str(path / "assets.extra" /
+                                               "tf_serving_warmup_requests")))
+    assert len(records) == 3
+    seen = []
+    for record in records:
+        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        request = log.predict_log.request
+        assert request.model_spec.name == CONV
+        seen.append(request.model_spec.signature_name)
+        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        assert list(inputs) == ["pixels"] and inputs["pixels"].shape == (1, 28, 28, 1)
+        outputs = loaded.signatures[request.model_spec.signature_name](**inputs)
+        assert all(v.shape[0] == 1 for v in outputs.values())
+    assert sorted(seen) == ["gates", "logits", "serving_default"]
+
+
+def test_provenance_is_recorded(models, exported, tmp_path):
+    _, paths = exported
+    record = json.loads((paths[FC] / "assets.extra" / "highway_zoo.json").read_text())
+    assert record["architecture"] == FC and record["overrides"] == {"depth": 3}
+    assert record["variables_sha256"] == export_module.variables_sha256(models[FC])
+    assert record["input"]["name"] == "pixels" and record["input"]["shape"] == [None, 28, 28, 1]
+    assert sorted(record["signatures"]["gates"]) == ["highway_1", "highway_2"]
+
+    # By name with a run directory (what --run does): the weights' sha256 is recorded.
+    run_dir = tmp_path / "run"
+    zoo.save(models[FC], run_dir)
+    path = zoo.export(FC, base_dir=tmp_path / "exported", weights=run_dir)
+    record = json.loads((path / "assets.extra" / "highway_zoo.json").read_text())
+    assert record["weights"]["sha256"] == sha256_of(run_dir / WEIGHTS_FILE)
+    assert record["overrides"] == {"depth": 3}
+    assert record["variables_sha256"] == export_module.variables_sha256(models[FC])
+
+
+def test_a_name_without_weights_asks_for_random_weights(tmp_path, capsys):
+    base = tmp_path / "exported"
+    with pytest.raises(ValueError, match="random_weights=True"):
+        zoo.export(FC, base_dir=base)
+    with pytest.raises(ValueError, match="not both"):
+        zoo.export(FC, base_dir=base, weights=tmp_path, random_weights=True)
+    assert main(["export", FC, "--base-dir", str(base)]) == 2
+    assert "--random-weights" in capsys.readouterr().err
+    assert not base.exists()  # refused before anything was written
+
+
+def test_cli_export(tmp_path, capsys):
+    base = tmp_path / "exported"
+    assert main(["export", "plain_fc10_mnist", "--random-weights", "--base-dir", str(base)]) == 0
+    assert f"{base / 'plain_fc10_mnist' / '1'}" in capsys.readouterr().out
+    loaded = tf.saved_model.load(str(base / "plain_fc10_mnist" / "1"))
+    assert sorted(loaded.signatures) == ["logits", "serving_default"]  # no gates in a plain net
+    assert main(["export", "plain_fc10_mnist", "--random-weights", "--base-dir", str(base),
+                 "--version", "1"]) == 2
+    assert "never overwritten" in capsys.readouterr().err
+    assert sorted(_parse_config(base / "models.config")) == ["plain_fc10_mnist"]
+
+
+def test_unwritable_base_dir_gives_a_clear_error(models, tmp_path):
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("")
+    # A file where the base directory should be, or above it: refused whoever runs the test.
+    with pytest.raises(NotADirectoryError, match="is a file, not a directory"):
+        zoo.export(models[FC], base_dir=a_file)
+    with pytest.raises(PermissionError, match="Cannot create the export directory"):
+        zoo.export(models[FC], base_dir=a_file / "exported")
+    # A read-only directory: root writes there anyway, so this part needs an ordinary user.
+    if os.geteuid() == 0:
+        return
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError, match="permission denied"):
+            zoo.export(models[FC], base_dir=read_only)
+    finally:
+        read_only.chmod(0o755)
+
+
+def test_wrong_shape_or_dtype_is_a_tf_error(exported):
+    _, paths = exported
+    fn = tf.saved_model.load(str(paths[FC])).signatures["serving_default"]
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=r"\[\?,28,28,1\]"):
+        fn(pixels=tf.zeros([2, 28, 28, 3]))
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=r"\[\?,28,28,1\]"):
+        fn(pixels=tf.zeros([2, 784]))
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError, TypeError), match="float"):
+        fn(pixels=tf.zeros([2, 28, 28, 1], tf.int32))

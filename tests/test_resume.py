@@ -1,0 +1,145 @@
+"""Runs that survive faults: SIGKILL and resume, what is refused, a non-finite loss."""
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+from test_training import separable_digits
+
+from training import cli
+from training.data import OfflineFallbackWarning, load_dataset
+from training.trainer import RunDirError, train
+
+HIGHWAY_ZOO = os.path.join(os.path.dirname(sys.executable), "highway-zoo")
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
+TIMEOUT = 240  # seconds: a hang fails the test instead of blocking CI
+
+
+def _read(path):
+    return json.loads(path.read_text())
+
+
+def _kill_after_checkpoint(command, pointer, iterations, log):
+    """Starts `command`, waits for a checkpoint at `iterations` or later, SIGKILLs it."""
+    proc = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=log)
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if _read(pointer)["iterations"] >= iterations:
+                    break
+            except (FileNotFoundError, json.JSONDecodeError):
+                pass
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path):
+    run_dir = tmp_path / "run"
+    # 4,000 offline MNIST digits at batch 20: 200 steps per epoch, a checkpoint every 50.
+    options = ["--depth", "3", "--epochs", "5", "--batch-size", "20",
+               "--data-dir", str(tmp_path / "data"), "--verbose", "0"]
+    command = [HIGHWAY_ZOO, "train", "highway_fc10_mnist", "--out", str(run_dir),
+               "--checkpoint-every", "50", *options]
+    pointer = run_dir / "checkpoint" / "checkpoint.json"
+    with open(tmp_path / "killed.log", "w") as log:
+        _kill_after_checkpoint(command, pointer, 250, log)  # inside the second epoch
+    killed_at = _read(pointer)
+    assert _read(run_dir / "run.json")["status"] == "running"
+    assert not (run_dir / "metrics.json").exists()
+
+    # Another configuration is refused, and the interrupted run is left as it was.
+    other = subprocess.run([*command, "--seed", "1"], env=ENV, capture_output=True, text=True,
+                           timeout=TIMEOUT)
+    assert other.returncode == 2
+    assert "another configuration" in other.stderr and "seed: recorded 0, now 1" in other.stderr
+    assert _read(pointer) == killed_at
+
+    resumed = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=TIMEOUT)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Resuming the interrupted run in {run_dir}" in resumed.stdout
+    history = _read(run_dir / "history.json")
+    assert [e["epoch"] for e in history] == [1, 2, 3, 4, 5]  # continued, nothing repeated
+    metrics, run = _read(run_dir / "metrics.json"), _read(run_dir / "run.json")
+    assert metrics["iterations"] == 5 * 200  # the optimizer's count went on from the checkpoint
+    assert run["status"] == "finished"
+    assert run["resumed"][0]["iterations"] == killed_at["iterations"]
+    assert not (run_dir / "checkpoint").exists()
+
+    # The same run without the interruption: each epoch's data comes from its own seed and
+    # the checkpoint holds the optimizer state, so the curves agree.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OfflineFallbackWarning)
+        data = load_dataset("mnist", tmp_path / "data")
+    reference = train("highway_fc10_mnist", dataset=data, depth=3, epochs=5, batch_size=20,
+                      out=tmp_path / "reference", verbose=0)
+    expected = _read(tmp_path / "reference" / "history.json")
+    killed_epoch = killed_at["epoch"] + 1  # its metrics cover only the batches after the resume
+    for got, want in zip(history, expected):
+        keys = ("val_loss", "val_accuracy") + (() if got["epoch"] == killed_epoch else ("loss",))
+        for key in keys:
+            assert got[key] == pytest.approx(want[key], rel=1e-3), (got["epoch"], key)
+    assert metrics["test_accuracy"] == pytest.approx(reference["test_accuracy"], abs=2e-3)
+
+    # A finished run is never redone.
+    before = (run_dir / "metrics.json").read_bytes()
+    again = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=TIMEOUT)
+    assert again.returncode == 2 and "already finished" in again.stderr
+    assert (run_dir / "metrics.json").read_bytes() == before
+
+
+def test_a_finished_run_is_refused_and_left_untouched(tmp_path):
+    run_dir = tmp_path / "run"
+    data = separable_digits(64, 32)
+    train("highway_fc10_mnist", dataset=data, depth=2, epochs=1, out=run_dir, verbose=0)
+    def contents():
+        return {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+
+    before = contents()
+    with pytest.raises(RunDirError, match="already finished") as refused:
+        train("highway_fc10_mnist", dataset=data, depth=2, epochs=1, out=run_dir, verbose=0)
+    assert "Choose a new --out" in str(refused.value)
+    assert contents() == before
+
+
+def test_a_live_run_directory_is_not_shared(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with open(run_dir / ".lock", "a") as lock:  # as a training process holds it
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(RunDirError, match="in use by another training process"):
+            train("highway_fc10_mnist", dataset=separable_digits(64, 32), depth=2, epochs=1,
+                  out=run_dir, verbose=0)
+
+
+def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    # SGD whose rate jumps to 1e28 after the first epoch: ReLU activations overflow.
+    args = ["train", "highway_fc10_mnist", "--depth", "3", "--activation", "relu",
+            "--optimizer", "sgd", "--learning-rate", "0.01", "--lr-boundaries", "1",
+            "--lr-decay", "1e30", "--epochs", "3", "--data-dir", str(tmp_path / "data"),
+            "--out", str(run_dir), "--verbose", "0"]
+    with pytest.warns(OfflineFallbackWarning):
+        assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert "The training loss became " in err and " at epoch 2, batch " in err
+    assert "lower it (--learning-rate)" in err
+    run = _read(run_dir / "run.json")
+    assert run["status"] == "failed: non-finite loss" and run["failure"]["epoch"] == 2
+    # The epoch that failed wrote nothing: epoch 1's checkpoint and history stay.
+    assert _read(run_dir / "checkpoint" / "checkpoint.json")["iterations"] == 32  # 4000 / 128
+    assert f"last good checkpoint (end of epoch 1, iteration 32) stays in {run_dir}" in err
+    assert [e["epoch"] for e in _read(run_dir / "history.json")] == [1]
+    assert not (run_dir / "model.weights.h5").exists()
+    with pytest.warns(OfflineFallbackWarning):
+        assert cli.main(args) == 2
+    assert "status 'failed: non-finite loss'" in capsys.readouterr().err

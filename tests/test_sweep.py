@@ -1,0 +1,112 @@
+"""The depth sweep (NIPS 2015 Fig. 1): runs, mean ± std over seeds, table, plot, CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+from training import cli
+from training.data import OfflineFallbackWarning
+from training.sweep import sweep
+
+
+def test_sweep_writes_runs_table_plot_and_seed_statistics(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    with pytest.warns(OfflineFallbackWarning):
+        code = cli.main([
+            "sweep", "--depths", "2,3", "--seeds", "2", "--epochs", "1", "--in-process",
+            "--data-dir", str(tmp_path / "data"), "--out", str(out),
+        ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert printed.count("test accuracy") == 8  # one progress line per run
+    assert "| depth | highway test acc | plain test acc | highway train loss" in printed
+
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["seeds"] == [0, 1]
+    assert results["settings"]["recipe"]["epochs"] == 1
+    runs = results["runs"]
+    assert {(r["kind"], r["depth"], r["seed"]) for r in runs} == {
+        (k, d, s) for k in ("highway", "plain") for d in (2, 3) for s in (0, 1)
+    }
+    for r in runs:
+        run_dir = out / f"{r['kind']}_depth{r['depth']}_seed{r['seed']}"
+        assert r["run_dir"] == str(run_dir) and (run_dir / "history.json").exists()
+        assert len(r["loss_curve"]) == 1 and r["seconds_per_epoch"] > 0
+        assert r["peak_rss_mb"] is None  # in-process: not a run's own number
+        assert (r["transform_bias"] is None) == (r["kind"] == "plain")
+    # Same budget for both kinds: the same recipe in every run directory.
+    recipes = {json.dumps(json.loads((out / f"{k}_depth3_seed1" / "run.json").read_text())
+                          ["recipe"]) for k in ("highway", "plain")}
+    assert len(recipes) == 1
+
+    assert len(results["summary"]) == 4
+    for s in results["summary"]:
+        mine = [r for r in runs if r["kind"] == s["kind"] and r["depth"] == s["depth"]]
+        for key in ("test_accuracy", "final_train_loss"):
+            values = [r[key] for r in mine]
+            assert s[key]["n"] == 2
+            assert s[key]["mean"] == pytest.approx(np.mean(values))
+            assert s[key]["std"] == pytest.approx(np.std(values))
+        curves = [r["loss_curve"] for r in mine]
+        np.testing.assert_allclose(s["loss_curve_mean"], np.mean(curves, axis=0))
+
+    table = (out / "table.md").read_text()
+    assert table.count("±") == 8 and table.splitlines()[2].startswith("| 2 |")
+    png = (out / "loss_curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_isolated_runs_record_their_own_memory_and_one_series_per_bias(tmp_path):
+    with pytest.warns(OfflineFallbackWarning):
+        results = sweep(
+            [2], ["highway"], 1, transform_bias=[-1.0, -3.0], epochs=1,
+            data_dir=tmp_path / "data", out=tmp_path / "sweep",
+        )
+    runs = results["runs"]
+    assert [r["series"] for r in runs] == ["highway b_T=-1", "highway b_T=-3"]
+    assert [r["overrides"]["transform_bias"] for r in runs] == [-1.0, -3.0]
+    for r in runs:
+        assert r["peak_rss_mb"] > 100  # TensorFlow alone takes hundreds of MB
+        assert r["first_epoch_seconds"] >= r["seconds_per_epoch"] > 0
+    assert (tmp_path / "sweep" / "highway_bT-3_depth2_seed0" / "metrics.json").exists()
+    assert "highway b_T=-1 test acc" in (tmp_path / "sweep" / "table.md").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--kinds", "foo"], "kinds must be distinct names from highway, plain"),
+    (["--kinds", "highway,highway"], "kinds must be distinct"),
+    (["--seeds", "0"], "seeds must be a positive count"),
+    (["--activation", "sigmoid"], "activation must be one of tanh, relu"),
+    (["--init", "he"], "Unknown init 'he'; choose from glorot, seed"),
+    (["--transform-bias", "-2", "--transform-bias", "-2"], "distinct numbers"),
+    (["--epochs", "0"], "epochs must be positive"),
+])
+def test_bad_options_are_refused_before_any_work(tmp_path, capsys, args, message):
+    out = tmp_path / "sweep"
+    assert cli.main(["sweep", "--depths", "2", "--out", str(out), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_bad_depths_are_refused_by_the_parser():
+    with pytest.raises(SystemExit):
+        cli.main(["sweep", "--depths", "1"])
+    with pytest.raises(SystemExit):
+        cli.main(["sweep", "--depths", "ten"])
+
+
+def test_a_diverged_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
+    import training.sweep
+
+    def diverge(name, **kwargs):
+        raise FloatingPointError("non-finite loss")  # what train raises when the loss is NaN
+
+    monkeypatch.setattr(training.sweep, "train", diverge)
+    with pytest.warns(OfflineFallbackWarning):
+        results = sweep([2], ["plain"], 2, epochs=1, data_dir=tmp_path / "data",
+                        out=tmp_path / "sweep", isolate=False)
+    assert [r["failed"] for r in results["runs"]] == ["non-finite loss"] * 2
+    assert np.isnan(results["summary"][0]["test_accuracy"]["mean"])
+    assert "FAILED: non-finite loss" in capsys.readouterr().out
+    assert "nan ± nan" in (tmp_path / "sweep" / "table.md").read_text()

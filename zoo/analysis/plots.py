@@ -1,0 +1,243 @@
+"""The figures: NIPS 2015 Figs. 2-4, Greff et al. 2017 Fig. 3, T-gate evolution and its GIF.
+
+Every function draws on a fresh `matplotlib.figure.Figure` (no pyplot, no global backend, safe
+in threads and callbacks) and, given `path`, saves it there. Layers run down the y-axis
+(the first highway layer at the top, as in the paper), units (blocks) along the x-axis.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from zoo.analysis.gates import nanmean
+
+DPI = 100
+
+
+def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
+    if path is not None:
+        fig.savefig(path, dpi=DPI)
+    return fig
+
+
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG bytes (for TensorBoard images)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def heatmap_rgb(matrix: np.ndarray, vmin: float = 0.0, vmax: float = 1.0,
+                cmap: str = "viridis", cell: int = 4) -> np.ndarray:
+    """A (rows x cols) matrix as a uint8 RGB image, each cell `cell` pixels wide; NaN black."""
+    matrix = np.asarray(matrix, np.float64)
+    scaled = np.clip((matrix - vmin) / max(vmax - vmin, 1e-12), 0.0, 1.0)
+    rgb = colormaps[cmap](np.nan_to_num(scaled))[..., :3]
+    rgb[np.isnan(matrix)] = 0.0
+    rgb = np.repeat(np.repeat(rgb, cell, axis=0), cell, axis=1)
+    return (rgb * 255).round().astype(np.uint8)
+
+
+def _matrix(ax, fig, matrix, title, cmap="viridis", vmin=None, vmax=None, label=None,
+            xlabel="unit (block)"):
+    matrix = np.asarray(matrix, np.float64)
+    rows, cols = matrix.shape
+    image = ax.imshow(matrix, aspect="auto", interpolation="nearest", cmap=cmap, vmin=vmin,
+                      vmax=vmax, extent=(0.5, cols + 0.5, rows + 0.5, 0.5))
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.tick_params(labelsize=7)
+    fig.colorbar(image, ax=ax, fraction=0.08, pad=0.02, label=label).ax.tick_params(labelsize=7)
+    return image
+
+
+def _symmetric(matrix) -> float:
+    finite = np.abs(np.asarray(matrix, np.float64))
+    finite = finite[np.isfinite(finite)]
+    return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+
+
+def fig2(stats, path=None, title: str = "") -> Figure:
+    """NIPS 2015 Fig. 2: b_T, mean T over the data, T and block outputs for one example."""
+    conv = any(stats.convolutional)
+    unit = "channel (conv: mean over positions)" if conv else "unit (block)"
+    fig = Figure(figsize=(15, 4.6))
+    axes = fig.subplots(1, 4)
+    bias = stats.transform_bias
+    finite = bias[np.isfinite(bias)]
+    _matrix(axes[0], fig, bias, "transform gate biases $b_T$", cmap="viridis", xlabel=unit,
+            vmin=finite.min() if finite.size else None, vmax=finite.max() if finite.size else None)
+    # Both T panels share one scale from 0 (dark) to their largest value.
+    top = max(_symmetric(stats.mean_t), _symmetric(stats.example_t))
+    _matrix(axes[1], fig, stats.mean_t, f"mean T over {stats.examples} examples", vmin=0,
+            vmax=top, xlabel=unit)
+    example = f"example {stats.example_index}"
+    if stats.example_label is not None:
+        example += f" (class {stats.example_label})"
+    _matrix(axes[2], fig, stats.example_t, f"T, {example}", vmin=0, vmax=top, xlabel=unit)
+    out = stats.example_output
+    _matrix(axes[3], fig, out, f"block outputs, {example}", cmap="RdBu_r", xlabel=unit,
+            vmin=-_symmetric(out), vmax=_symmetric(out))
+    axes[0].set_ylabel("highway layer", fontsize=8)
+    fig.suptitle((title + ": " if title else "") + "gates and block outputs", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig3(stats, classes: list[int], path=None, title: str = "") -> Figure:
+    """NIPS 2015 Fig. 3: per class, mean T of the class minus mean T over all data.
+
+    One (layer x unit) panel per class in `classes`, and a (class x layer) map of the mean
+    absolute difference over units for every class.
+    """
+    routing = stats.routing
+    shown = [c for c in classes if c < len(routing)]
+    vmax = _symmetric(routing[shown]) if shown else 1.0
+    cols = min(len(shown), 5) or 1
+    rows = -(-len(shown) // cols) if shown else 0
+    fig = Figure(figsize=(3.2 * cols + 4.5, 3.0 * max(rows, 1) + 0.6))
+    grid = fig.add_gridspec(max(rows, 1), cols + 1, width_ratios=[1] * cols + [1.4])
+    for i, c in enumerate(shown):
+        ax = fig.add_subplot(grid[i // cols, i % cols])
+        _matrix(ax, fig, routing[c], f"class {c} ({int(stats.class_counts[c])} ex.)",
+                cmap="RdBu_r", vmin=-vmax, vmax=vmax,
+                xlabel="channel" if any(stats.convolutional) else "unit (block)")
+        if i % cols == 0:
+            ax.set_ylabel("highway layer", fontsize=8)
+    ax = fig.add_subplot(grid[:, cols])
+    summary = nanmean(np.abs(routing), axis=2).T  # (layer, class)
+    image = ax.imshow(summary, aspect="auto", interpolation="nearest", cmap="magma",
+                      extent=(-0.5, summary.shape[1] - 0.5, summary.shape[0] + 0.5, 0.5))
+    ax.set_title("mean |class T - mean T| over units", fontsize=9)
+    ax.set_xlabel("class", fontsize=8)
+    ax.set_ylabel("highway layer", fontsize=8)
+    ax.tick_params(labelsize=7)
+    fig.colorbar(image, ax=ax, fraction=0.08, pad=0.02).ax.tick_params(labelsize=7)
+    fig.suptitle((title + ": " if title else "") + "data-dependent routing (class mean T "
+                 "minus mean T)", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig4(lesion: dict[str, Any], path=None, threshold: float | None = None,
+         title: str = "") -> Figure:
+    """NIPS 2015 Fig. 4: error with each layer lesioned, the intact error as a line."""
+    errors = 100 * np.asarray(lesion["errors"])
+    baseline = 100 * lesion["baseline"]
+    index = np.arange(1, len(errors) + 1)
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.subplots()
+    ax.plot(index, errors, "o-", ms=3.5, lw=1, color="tab:red", label="layer lesioned")
+    ax.axhline(baseline, color="k", lw=1, label=f"intact: {baseline:.2f}%")
+    if threshold is not None:
+        ax.axhline(baseline + 100 * threshold, color="gray", lw=0.8, ls="--",
+                   label=f"+{100 * threshold:g} pp (effective depth)")
+    ax.set_xlabel("lesioned highway layer")
+    ax.set_ylabel(f"error on {lesion.get('examples', '')} {lesion.get('split', '')} "
+                  "examples (%)".replace("  ", " "))
+    ax.set_xlim(0.5, len(errors) + 0.5)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title((title + ": " if title else "") + "lesioning one layer (T := 0)", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def estimation(stages: list[dict[str, Any]], path=None, title: str = "") -> Figure:
+    """Greff et al. 2017 Fig. 3: per stage, the mean and std of each block's estimation error."""
+    fig = Figure(figsize=(max(3.4 * len(stages) + 1, 6), 3.6))
+    axes = np.atleast_1d(fig.subplots(1, len(stages), squeeze=False)[0])
+    for ax, stage in zip(axes, stages):
+        blocks = np.arange(1, len(stage["mean"]) + 1)
+        mean, std = np.asarray(stage["mean"]), np.asarray(stage["std"])
+        ax.fill_between(blocks, mean - std, mean + std, color="tab:blue", alpha=0.25,
+                        label="mean ± std")
+        ax.plot(blocks, mean, "o-", ms=3, color="tab:blue", label="mean")
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_title(stage["stage"], fontsize=9)
+        ax.set_xlabel("block", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("block output − stage output", fontsize=8)
+    axes[0].legend(fontsize=7)
+    fig.suptitle((title + ": " if title else "") + "estimation error by block\n"
+                 "(Greff et al. 2017 §4.2; blocks of one stage)", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def evolution(history: dict[str, Any], path=None, title: str = "") -> Figure:
+    """Per-layer mean T over epochs (left) and at the last epoch (right), from gates.json."""
+    epochs = [e["epoch"] for e in history["epochs"]]
+    mean_t = np.array([e["mean_t"] for e in history["epochs"]])  # (epoch, layer)
+    layers = len(history["layers"])
+    fig = Figure(figsize=(11, 3.8))
+    left, right = fig.subplots(1, 2)
+    cmap = colormaps["viridis"]
+    for i in range(layers):
+        left.plot(epochs, mean_t[:, i], color=cmap(i / max(layers - 1, 1)), lw=1)
+    left.set_xlabel("epoch")
+    left.xaxis.set_major_locator(MaxNLocator(integer=True))
+    left.set_ylabel("mean T (held-out batch)")
+    left.set_title("mean T per layer (colour: depth, dark = first)", fontsize=9)
+    left.grid(alpha=0.3)
+    right.bar(np.arange(1, layers + 1), mean_t[-1], color=[cmap(i / max(layers - 1, 1))
+                                                          for i in range(layers)])
+    if epochs and epochs[0] == 0:
+        right.plot(np.arange(1, layers + 1), mean_t[0], "k_", ms=6, label="epoch 0")
+        right.legend(fontsize=8)
+    right.set_xlabel("highway layer")
+    right.set_ylabel("mean T")
+    right.set_title(f"after epoch {epochs[-1]}", fontsize=9)
+    right.grid(alpha=0.3, axis="y")
+    fig.suptitle((title + ": " if title else "") + "T-gate evolution", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def evolution_gif(history: dict[str, Any], path, accuracy: dict[int, float] | None = None,
+                  fps: float = 2.0, title: str = "") -> None:
+    """An animated GIF, one frame per epoch: per-layer mean T bars (and the test accuracy
+    so far, if `accuracy` maps epochs to it)."""
+    from matplotlib.animation import PillowWriter
+
+    entries = history["epochs"]
+    layers = len(history["layers"])
+    top = max(max(max(e["mean_t"]) for e in entries) * 1.1, 0.05)
+    fig = Figure(figsize=(6, 5.2 if accuracy else 3.2))
+    if accuracy:
+        acc_ax, ax = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, 1.4]})
+    else:
+        acc_ax, ax = None, fig.subplots()
+    writer = PillowWriter(fps=fps)
+    with writer.saving(fig, os.fspath(path), dpi=80):
+        for entry in entries:
+            ax.clear()
+            ax.bar(np.arange(1, layers + 1), entry["mean_t"], color="tab:blue")
+            if entries[0]["epoch"] == 0:
+                ax.plot(np.arange(1, layers + 1), entries[0]["mean_t"], "k_", ms=6)
+            ax.set_ylim(0, top)
+            ax.set_xlabel("highway layer")
+            ax.set_ylabel("mean T")
+            ax.set_title(f"{title + ': ' if title else ''}epoch {entry['epoch']}", fontsize=10)
+            if acc_ax is not None:
+                acc_ax.clear()
+                seen = sorted(e for e in accuracy if e <= entry["epoch"])
+                acc_ax.plot(seen, [accuracy[e] for e in seen], "o-", ms=3)
+                acc_ax.set_xlim(0, max(max(accuracy), 1))
+                acc_ax.set_ylim(0, 1)
+                acc_ax.set_ylabel("test accuracy")
+                acc_ax.grid(alpha=0.3)
+            fig.tight_layout()
+            writer.grab_frame()

@@ -1,0 +1,509 @@
+"""Export a zoo network as a TensorFlow SavedModel that TF Serving loads as it is.
+
+    >>> import zoo
+    >>> zoo.export("highway_fc10_mnist", weights="runs/fc10")   # -> exported/highway_fc10_mnist/1
+    >>> zoo.export(model, base_dir="exported", version=7)
+
+Layout (TF Serving's: numeric version directories, the highest served by default)::
+
+    <base_dir>/models.config                  ModelServerConfig, absolute base paths
+    <base_dir>/models.docker.config           the same, base paths under /models (docker -v)
+    <base_dir>/<name>/<version>/saved_model.pb
+                               /variables/...
+                               /assets.extra/tf_serving_warmup_requests
+                               /assets.extra/highway_zoo.json   (provenance)
+
+Signatures, all taking ``pixels``: float32 ``[batch, *input_shape]``, raw pixel values 0-255
+as stored in the dataset (the preprocessing is inside the graph):
+
+- ``serving_default``: ``probabilities`` float32 ``[batch, classes]``, ``class_ids`` int64
+  ``[batch]``;
+- ``logits``: ``logits`` float32 ``[batch, classes]``;
+- ``gates``: one float32 ``[batch]`` output per highway layer, named by the layer: the mean of
+  its transform gate T(x) over the layer's units (and positions, for convolutions), per example.
+
+A version is written to a hidden temporary directory beside the version directories and
+renamed into place, so a server polling the directory never sees a half-written version;
+an existing version is never overwritten.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import numbers
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+INPUT_NAME = "pixels"
+SIGNATURES = ("serving_default", "logits", "gates")
+ASSETS_EXTRA = "assets.extra"
+WARMUP_FILE = "tf_serving_warmup_requests"
+METADATA_FILE = "highway_zoo.json"
+CONFIG_FILE = "models.config"
+DOCKER_CONFIG_FILE = "models.docker.config"
+DOCKER_MODELS_ROOT = "/models"
+TMP_PREFIX = ".tmp-"
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_VERSION_DIR = re.compile(r"[0-9]+")
+
+
+def export(
+    model_or_name: Any,
+    base_dir: str | os.PathLike = "exported",
+    version: int | None = None,
+    weights: str | os.PathLike | None = None,
+    random_weights: bool = False,
+    name: str | None = None,
+    warmup: bool = True,
+    **overrides: Any,
+) -> Path:
+    """Writes `model_or_name` as SavedModel version `version` of model `name` under `base_dir`.
+
+    Args:
+        model_or_name: a zoo model (`zoo.load(...)`, any functional classifier with a
+            "logits" layer) or a registered architecture name.
+        base_dir: the model base path; created if missing. `models.config` in it is
+            rewritten to list every model exported there.
+        version: a positive integer; None takes the next free number (1 for a new model).
+            An existing version is refused, never overwritten.
+        weights: for a name only: a run directory, a `.weights.h5` file (with its
+            `.sha256`) or "default", as for `zoo.load`.
+        random_weights: for a name only: export a freshly initialised network (timing,
+            testing). A name with neither `weights` nor `random_weights=True` is refused.
+        name: the served model name (default: the architecture name).
+        warmup: write `assets.extra/tf_serving_warmup_requests` (one batch-1 request per
+            signature), which TF Serving replays before it marks the version available.
+        **overrides: for a name only: architecture overrides, as for `zoo.load`.
+
+    Returns:
+        The version directory, e.g. `exported/highway_fc10_mnist/1`.
+    """
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            "Exporting a SavedModel needs the TensorFlow backend; set KERAS_BACKEND=tensorflow. "
+            f"Received backend: {keras.backend.backend()!r}"
+        )
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, numbers.Integral) or version < 1
+    ):
+        raise ValueError(f"version must be a positive integer. Received: version={version!r}")
+    version = None if version is None else int(version)
+    model, weights_record = _resolve_model(model_or_name, weights, random_weights, overrides)
+    name = name or getattr(model, "architecture", None) or model.name
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(
+            "A served model name takes letters, digits, '_', '.' and '-', and does not start "
+            f"with '.' or '-'. Received: name={name!r}"
+        )
+
+    base = Path(base_dir)
+    model_dir = base / name
+    _writable_dir(base)
+    previous_config = read_model_config(base)  # a broken config is refused before any work
+    _writable_dir(model_dir)
+    if version is not None:
+        _refuse_existing(model_dir / str(version), name)
+
+    archive, signatures = _build_archive(model)
+    tmp = model_dir / f"{TMP_PREFIX}{name}-{secrets.token_hex(4)}"
+    tmp.mkdir(mode=0o755)
+    try:
+        _write_archive(archive, tmp)
+        extra = tmp / ASSETS_EXTRA
+        extra.mkdir(exist_ok=True)
+        if warmup:
+            write_warmup_requests(extra / WARMUP_FILE, name, input_shape_of(model), signatures)
+        record = _provenance(model, name, weights_record, warmup)
+        (extra / METADATA_FILE).write_text(json.dumps(record, indent=2, default=str) + "\n")
+        target = _rename_into_place(tmp, model_dir, version, name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    write_model_config(base, previous_config)
+    return target
+
+
+# --- the model and its signatures -------------------------------------------------------------
+
+
+def _resolve_model(model_or_name, weights, random_weights, overrides):
+    """The model to export and the record of its weights."""
+    import zoo
+
+    if isinstance(model_or_name, str):
+        if weights is None and not random_weights:
+            raise ValueError(
+                f"Exporting {model_or_name!r} with no weights would serve an untrained network. "
+                "Pass weights=RUN_DIR (or a .weights.h5 file, or 'default'), i.e. "
+                "`highway-zoo export NAME --run RUN_DIR`, or random_weights=True "
+                "(`--random-weights`) to export a freshly initialised one on purpose."
+            )
+        if weights is not None and random_weights:
+            raise ValueError(
+                f"Pass either weights= or random_weights=True, not both. Received: "
+                f"weights={weights!r}, random_weights=True"
+            )
+        model = zoo.load(model_or_name, weights=weights, **overrides)
+        return model, _weights_record(model_or_name, weights)
+    if weights is not None or random_weights or overrides:
+        raise ValueError(
+            "weights=, random_weights= and overrides apply to an architecture name only; "
+            "a model object is exported with the weights it has."
+        )
+    if not hasattr(model_or_name, "inputs") or not hasattr(model_or_name, "get_layer"):
+        raise ValueError(
+            "model_or_name must be a registered architecture name or a functional keras.Model. "
+            f"Received: {type(model_or_name).__name__}"
+        )
+    return model_or_name, {"source": "model object", "sha256": None}
+
+
+def _weights_record(name: str, weights) -> dict[str, Any]:
+    from zoo import pretrained
+    from zoo.weights import read_model_dir, verify
+
+    if weights is None:
+        return {"source": None, "sha256": None, "random_init": True}
+    if weights == "default":
+        entry = pretrained.record(name)
+        return {"source": "default", "file": entry["file"], "sha256": entry["sha256"]}
+    path = Path(weights)
+    weights_path = read_model_dir(path, expected=name)[0] if path.is_dir() else path
+    return {"source": str(path.resolve()), "sha256": verify(weights_path)}
+
+
+def highway_layers(model) -> list:
+    """The model's highway layers (HighwayDense, HighwayConv2D), in graph order."""
+    from layers import HighwayConv2D, HighwayDense
+
+    return [layer for layer in model.layers if isinstance(layer, HighwayDense | HighwayConv2D)]
+
+
+def input_shape_of(model) -> tuple[int, ...]:
+    """The per-example input shape (no batch axis) of a single-input model."""
+    if len(model.inputs) != 1:
+        raise ValueError(
+            f"Only single-input models can be exported; {model.name} has {len(model.inputs)}."
+        )
+    shape = tuple(model.inputs[0].shape[1:])
+    if any(d is None for d in shape):
+        raise ValueError(f"The input shape must be fully known besides the batch. Got {shape}.")
+    return shape
+
+
+def _signature_fns(model) -> dict[str, Callable]:
+    """The endpoint functions, each taking `pixels` and returning a dict of named tensors."""
+    import keras
+    import tensorflow as tf
+
+    shape = [None, *input_shape_of(model)]
+    try:
+        logits_layer = model.get_layer("logits")
+    except ValueError:
+        raise ValueError(
+            f"{model.name} has no layer named 'logits'; zoo models name their classifier "
+            "layer so (zoo/heads.py)."
+        ) from None
+    output = model.outputs[0]
+    has_probabilities = output is not logits_layer.output
+    heads = keras.Model(model.inputs[0], {"logits": logits_layer.output, "output": output})
+    gated = highway_layers(model)
+    if gated:
+        gate_inputs = keras.Model(
+            model.inputs[0], {layer.name: layer.input for layer in gated}
+        )
+
+    def checked(pixels):
+        # Without this a wrong-rank image reaches the oneDNN convolution, whose shape CHECK
+        # aborts the whole process; EnsureShape fails the request with a clear error instead.
+        return tf.ensure_shape(pixels, shape)
+
+    def serving_default(pixels):
+        out = heads(checked(pixels), training=False)
+        probabilities = out["output"] if has_probabilities else tf.nn.softmax(out["logits"])
+        return {
+            "probabilities": probabilities,
+            "class_ids": tf.argmax(probabilities, axis=-1, output_type=tf.int64),
+        }
+
+    def logits(pixels):
+        return {"logits": heads(checked(pixels), training=False)["logits"]}
+
+    def gates(pixels):
+        inputs = gate_inputs(checked(pixels), training=False)
+        activity = {}
+        for layer in gated:
+            t = layer.transform_gate(inputs[layer.name])
+            activity[layer.name] = tf.reduce_mean(t, axis=list(range(1, len(t.shape))))
+        return activity
+
+    fns = {"serving_default": serving_default, "logits": logits}
+    if gated:  # a plain net has no gates; TF Serving refuses a signature with no outputs
+        fns["gates"] = gates
+    return fns
+
+
+def _build_archive(model):
+    import keras
+    import tensorflow as tf
+
+    spec = [tf.TensorSpec([None, *input_shape_of(model)], tf.float32, name=INPUT_NAME)]
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    fns = _signature_fns(model)
+    for endpoint, fn in fns.items():
+        archive.add_endpoint(endpoint, fn, input_signature=spec)
+    return archive, list(fns)
+
+
+def _write_archive(archive, directory: Path) -> None:
+    archive.write_out(str(directory), verbose=False)
+
+
+# --- warm-up requests and provenance ----------------------------------------------------------
+
+
+def warmup_requests(name: str, input_shape, signatures=SIGNATURES) -> list:
+    """One `PredictionLog` per signature: a batch of one mid-grey image."""
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    pixels = np.full((1, *input_shape), 128.0, dtype=np.float32)
+    logs = []
+    for signature in signatures:
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = name
+        request.model_spec.signature_name = signature
+        request.inputs[INPUT_NAME].CopyFrom(tf.make_tensor_proto(pixels))
+        logs.append(
+            prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+        )
+    return logs
+
+
+def write_warmup_requests(
+    path: str | os.PathLike, name: str, input_shape, signatures=SIGNATURES
+) -> Path:
+    """Writes the warm-up requests as the TFRecord file TF Serving replays on load."""
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for log in warmup_requests(name, input_shape, signatures):
+            writer.write(log.SerializeToString())
+    return Path(path)
+
+
+def variables_sha256(model) -> str:
+    """A sha256 over the model's weights (names, shapes and values), in order."""
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for variable in model.weights:
+        value = np.ascontiguousarray(np.asarray(variable))
+        digest.update(f"{variable.path}:{value.dtype}:{value.shape};".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def _provenance(model, name: str, weights_record: dict, warmup: bool) -> dict[str, Any]:
+    import keras
+    import tensorflow as tf
+
+    gated = [layer.name for layer in highway_layers(model)]
+    shape = list(input_shape_of(model))
+    outputs = {
+        "serving_default": {
+            "probabilities": "float32 [batch, classes]",
+            "class_ids": "int64 [batch]",
+        },
+        "logits": {"logits": "float32 [batch, classes]"},
+    }
+    if gated:
+        outputs["gates"] = {layer: "float32 [batch]" for layer in gated}
+    return {
+        "format": 1,
+        "name": name,
+        "architecture": getattr(model, "architecture", None),
+        "overrides": getattr(model, "overrides", {}),
+        "weights": weights_record,
+        "variables_sha256": variables_sha256(model),
+        "input": {"name": INPUT_NAME, "dtype": "float32", "shape": [None, *shape],
+                  "values": "raw pixel values 0-255 as stored in the dataset"},
+        "signatures": outputs,
+        "warmup_requests": WARMUP_FILE if warmup else None,
+        "metadata": getattr(model, "metadata", {}),
+        "exported_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+    }
+
+
+# --- the directory layout ---------------------------------------------------------------------
+
+
+def versions(model_dir: str | os.PathLike) -> list[int]:
+    """The numeric version directories under `model_dir`, sorted (what TF Serving sees)."""
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        return []
+    return sorted(
+        int(p.name) for p in model_dir.iterdir() if p.is_dir() and _VERSION_DIR.fullmatch(p.name)
+    )
+
+
+def _writable_dir(path: Path) -> None:
+    """Creates `path` if missing; a clear error when it cannot be a writable directory."""
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(
+            f"{path} is a file, not a directory. Export into a directory: pass another "
+            "base_dir (--base-dir); a missing one is created."
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PermissionError(
+            f"Cannot create the export directory {path}: {err.strerror or err}. Pass a "
+            "base_dir (--base-dir) you can write to."
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"Cannot write to {path}: permission denied. Pass a base_dir (--base-dir) you can "
+            "write to, or make it writable."
+        )
+
+
+def _refuse_existing(target: Path, name: str) -> None:
+    if target.exists():
+        have = versions(target.parent)
+        raise FileExistsError(
+            f"Version {target.name} of {name!r} already exists at {target}; exported versions "
+            f"are never overwritten. Existing versions: {have}. Omit the version to take the "
+            f"next free one ({max(have, default=0) + 1}), or delete {target} first."
+        )
+
+
+def _rename_into_place(tmp: Path, model_dir: Path, version: int | None, name: str) -> Path:
+    """Renames the finished `tmp` to the version directory (the next free one if None)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)
+    while True:
+        number = version if version is not None else max(versions(model_dir), default=0) + 1
+        target = model_dir / str(number)
+        _refuse_existing(target, name)
+        try:
+            os.rename(tmp, target)  # fails on a non-empty target: never overwrites a version
+            return target
+        except OSError:
+            if version is not None or not target.exists():
+                raise
+            # Another export took this number between the check and the rename: take the next.
+
+
+# --- models.config ----------------------------------------------------------------------------
+
+
+def read_model_config(base_dir: str | os.PathLike):
+    """The `ModelServerConfig` in `base_dir/models.config`, or None if there is none."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    path = Path(base_dir) / CONFIG_FILE
+    if not path.is_file():
+        return None
+    config = model_server_config_pb2.ModelServerConfig()
+    try:
+        text_format.Parse(path.read_text(encoding="utf-8"), config)
+    except text_format.ParseError as err:
+        raise ValueError(
+            f"{path} is not a valid ModelServerConfig text proto ({err}). Fix it or delete it; "
+            "export rewrites it to list every model exported in the directory."
+        ) from None
+    return config
+
+
+def exported_models(base_dir: str | os.PathLike) -> list[str]:
+    """Names of the models under `base_dir` with at least one complete version."""
+    base = Path(base_dir)
+    if not base.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in base.iterdir()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and any((p / str(v) / "saved_model.pb").is_file() for v in versions(p))
+    )
+
+
+def model_config(base_dir: str | os.PathLike, previous=None, root: str | None = None):
+    """A `ModelServerConfig` listing every model exported under `base_dir`.
+
+    Entries of `previous` for models still there keep their other fields (version policy,
+    labels); entries pointing outside `base_dir` are kept as they are. With `root`, base
+    paths are `root/<name>` (the directory as mounted in a container) instead of absolute.
+    """
+    from tensorflow_serving.config import model_server_config_pb2
+
+    base = Path(base_dir).resolve()
+    names = exported_models(base)
+    kept = {}
+    if previous is not None and previous.WhichOneof("config") == "model_config_list":
+        for entry in previous.model_config_list.config:
+            inside = Path(entry.base_path).parent == base
+            if entry.name in names or (not inside and root is None):
+                kept[entry.name] = entry
+    config = model_server_config_pb2.ModelServerConfig()
+    for name in sorted(set(names) | set(kept)):
+        entry = config.model_config_list.config.add()
+        if name in kept:
+            entry.CopyFrom(kept[name])
+        if name in names:
+            entry.name = name
+            entry.base_path = f"{root.rstrip('/')}/{name}" if root else str(base / name)
+            entry.model_platform = "tensorflow"
+    return config
+
+
+def write_model_config(base_dir: str | os.PathLike, previous=None) -> Path:
+    """Rewrites `models.config` (absolute paths) and `models.docker.config` atomically."""
+    from google.protobuf import text_format
+
+    from zoo.weights import write_text
+
+    base = Path(base_dir)
+    if previous is None:
+        previous = read_model_config(base)
+    header = (
+        "# ModelServerConfig written by `highway-zoo export`: every model exported in this\n"
+        "# directory. Serve with: tensorflow_model_server --model_config_file={path}\n"
+    )
+    path = base / CONFIG_FILE
+    write_text(
+        path,
+        header.format(path=path.resolve())
+        + text_format.MessageToString(model_config(base, previous)),
+        overwrite=True,
+    )
+    docker = base / DOCKER_CONFIG_FILE
+    write_text(
+        docker,
+        header.format(path=f"{DOCKER_MODELS_ROOT}/{DOCKER_CONFIG_FILE}")
+        + f"# Base paths as mounted by docker run -v {base.resolve()}:{DOCKER_MODELS_ROOT}\n"
+        + text_format.MessageToString(model_config(base, previous, root=DOCKER_MODELS_ROOT)),
+        overwrite=True,
+    )
+    return path
+
