@@ -242,8 +242,9 @@ def summarise(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def plot_loss_curves(summary: Sequence[dict[str, Any]], path: Path, title: str) -> None:
-    """Fig. 1 style: log training loss per epoch, a colour per depth, a line style per
-    series, mean over seeds with a ±std band; beside it, final loss against depth."""
+    """Fig. 1 style: log training loss per epoch, a colour per depth (per series if
+    there is one depth), a line style per series, mean over seeds with a ±std band;
+    beside it, final loss against depth."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -254,8 +255,11 @@ def plot_loss_curves(summary: Sequence[dict[str, Any]], path: Path, title: str) 
     series = list(dict.fromkeys(s["series"] for s in summary))
     highway = iter(_HIGHWAY_STYLES * len(series))
     styles = {name: _STYLES.get(name) or next(highway) for name in series}
-    colours = {d: plt.get_cmap("viridis")(i / max(1, len(depths) - 1) * 0.9)
-               for i, d in enumerate(depths)}
+    # A colour per depth; with a single depth, a colour per series instead.
+    by_series = len(depths) == 1
+    keys = series if by_series else depths
+    colours = {k: plt.get_cmap("viridis")(i / max(1, len(keys) - 1) * 0.9)
+               for i, k in enumerate(keys)}
 
     fig, (ax_curve, ax_depth) = plt.subplots(
         1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [3, 2]}
@@ -263,7 +267,8 @@ def plot_loss_curves(summary: Sequence[dict[str, Any]], path: Path, title: str) 
     for s in summary:
         mean, std = np.array(s["loss_curve_mean"]), np.array(s["loss_curve_std"])
         epochs = np.arange(1, len(mean) + 1)
-        colour, style = colours[s["depth"]], styles[s["series"]]
+        colour = colours[s["series"] if by_series else s["depth"]]
+        style = styles[s["series"]]
         ax_curve.plot(epochs, mean, color=colour, ls=style, lw=1.6)
         if len(s["seeds"]) > 1:
             ax_curve.fill_between(epochs, np.maximum(mean - std, 1e-12), mean + std,
@@ -273,10 +278,16 @@ def plot_loss_curves(summary: Sequence[dict[str, Any]], path: Path, title: str) 
         ax_depth.errorbar(
             [s["depth"] for s in rows], [s["final_train_loss"]["mean"] for s in rows],
             yerr=[s["final_train_loss"]["std"] for s in rows], ls=styles[name],
-            marker="o" if name != "plain" else "s", capsize=3, color="black", label=name,
+            marker="o" if name != "plain" else "s", capsize=3, label=name,
+            color=colours[name] if by_series else "black",
         )
-    handles = [plt.Line2D([], [], color=colours[d], lw=2, label=f"depth {d}") for d in depths]
-    handles += [plt.Line2D([], [], color="black", ls=styles[n], label=n) for n in series]
+    if by_series:
+        handles = [plt.Line2D([], [], color=colours[n], ls=styles[n], lw=2,
+                              label=f"{n}, depth {depths[0]}") for n in series]
+    else:
+        handles = [plt.Line2D([], [], color=colours[d], lw=2, label=f"depth {d}")
+                   for d in depths]
+        handles += [plt.Line2D([], [], color="black", ls=styles[n], label=n) for n in series]
     ax_curve.legend(handles=handles, fontsize=8, ncol=2)
     ax_curve.set(xlabel="epoch", ylabel="training loss (mean over the epoch)", yscale="log")
     ax_curve.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
@@ -388,7 +399,8 @@ def sweep(
     n = len(seed_list)
     plot_loss_curves(
         summary, out / "loss_curves.png",
-        f"Plain vs highway {activation} nets on MNIST ({data.num_train} training images, "
+        f"{' vs '.join(k for k in ('plain', 'highway') if k in kinds).capitalize()} "
+        f"{activation} nets on MNIST ({data.num_train} training images, "
         f"{init} init, {'mean ± std over ' if n > 1 else ''}{n} seed{'s' if n > 1 else ''})",
     )
     print(f"\nWrote {out}/results.json, table.md and loss_curves.png")
