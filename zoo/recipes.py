@@ -96,66 +96,49 @@ _QUICK_PURPOSE = (
     "accuracy: no schedule, no weight decay, no augmentation, few epochs."
 )
 
+# What every quick recipe shares: Adam, clipped, no schedule, decay or augmentation.
+_QUICK = {
+    "optimizer": "adam",
+    "momentum": None,
+    "nesterov": None,
+    "lr_boundaries_epochs": [],
+    "lr_decay": None,
+    "weight_decay": 0.0,
+    "classifier_weight_decay_mult": 1.0,
+    "bias_lr_mult": 1.0,
+    "global_clipnorm": 5.0,
+    "augmentation": "none",
+    "authors_seed": None,
+}
+
 RECIPES.update({
     "caffe_mnist_conv_quick": {
+        **_QUICK,
         "source": "quick version of caffe_mnist_conv",
         "paper_recipe": "caffe_mnist_conv",
         "purpose": _QUICK_PURPOSE + " Measured: highway_conv16_mnist reaches 0.91 test "
         "accuracy on the 4,000-digit offline MNIST sample in its 3 epochs (10 s on 2 cores).",
-        "optimizer": "adam",
-        "momentum": None,
-        "nesterov": None,
         "learning_rate": 3e-3,
-        "lr_boundaries_epochs": [],
-        "lr_decay": None,
         "batch_size": 100,
         "epochs": 3,
-        "weight_decay": 0.0,
-        "classifier_weight_decay_mult": 1.0,
-        "bias_lr_mult": 1.0,
-        "global_clipnorm": 5.0,
-        "augmentation": "none",
-        "authors_seed": None,
     },
     "caffe_cifar_quick": {
+        **_QUICK,
         "source": "quick version of caffe_cifar",
         "paper_recipe": "caffe_cifar",
         "purpose": _QUICK_PURPOSE + " Not measured (no CIFAR here). The 19-layer CIFAR nets "
         "need roughly 20 minutes per epoch of full CIFAR on 2 CPU cores: a GPU run, or a "
         "smaller dataset.",
-        "optimizer": "adam",
-        "momentum": None,
-        "nesterov": None,
         "learning_rate": 1e-3,
-        "lr_boundaries_epochs": [],
-        "lr_decay": None,
         "batch_size": 100,
         "epochs": 2,
-        "weight_decay": 0.0,
-        "classifier_weight_decay_mult": 1.0,
-        "bias_lr_mult": 1.0,
-        "global_clipnorm": 5.0,
-        "augmentation": "none",
-        "authors_seed": None,
     },
     "adam_fc_quick": {
+        **RECIPES["adam_fc"],
         "source": "quick version of adam_fc",
         "paper_recipe": "adam_fc",
         "purpose": _QUICK_PURPOSE + " Same optimiser as adam_fc, 3 epochs instead of 12.",
-        "optimizer": "adam",
-        "momentum": None,
-        "nesterov": None,
-        "learning_rate": 5e-3,
-        "lr_boundaries_epochs": [],
-        "lr_decay": None,
-        "batch_size": 128,
         "epochs": 3,
-        "weight_decay": 0.0,
-        "classifier_weight_decay_mult": 1.0,
-        "bias_lr_mult": 1.0,
-        "global_clipnorm": 5.0,
-        "augmentation": "none",
-        "authors_seed": None,
     },
 })
 
