@@ -33,7 +33,7 @@ def test_sweep_writes_runs_table_plot_and_seed_statistics(tmp_path, capsys):
         run_dir = out / f"{r['kind']}_depth{r['depth']}_seed{r['seed']}"
         assert r["run_dir"] == str(run_dir) and (run_dir / "history.json").exists()
         assert len(r["loss_curve"]) == 1 and r["seconds_per_epoch"] > 0
-        assert r["peak_rss_mb"] is None  # in-process: not a run's own number
+        assert r["peak_rss_mb"] is None and r["cpu_seconds"] is None  # not a run's own
         assert (r["transform_bias"] is None) == (r["kind"] == "plain")
     # Same budget for both kinds: the same recipe in every run directory.
     recipes = {json.dumps(json.loads((out / f"{k}_depth3_seed1" / "run.json").read_text())
@@ -68,6 +68,7 @@ def test_isolated_runs_record_their_own_memory_and_one_series_per_bias(tmp_path)
     assert [r["overrides"]["transform_bias"] for r in runs] == [-1.0, -3.0]
     for r in runs:
         assert r["peak_rss_mb"] > 100  # TensorFlow alone takes hundreds of MB
+        assert r["cpu_seconds"] > 0
         assert r["first_epoch_seconds"] >= r["seconds_per_epoch"] > 0
     assert (tmp_path / "sweep" / "highway_bT-3_depth2_seed0" / "metrics.json").exists()
     assert "highway b_T=-1 test acc" in (tmp_path / "sweep" / "table.md").read_text()

@@ -123,6 +123,15 @@ def test_overrides_change_the_network_and_its_metadata():
     assert ten.layers[-1].name == "logits"
 
 
+def test_a_1000_layer_net_builds_within_pythons_recursion_limit():
+    import sys
+
+    limit = sys.getrecursionlimit()
+    model = zoo.load("highway_fc10_mnist", depth=1000)  # Keras maps graphs recursively
+    assert len(highway_layers(model)) == 999
+    assert sys.getrecursionlimit() == limit
+
+
 def test_unknown_name_lists_the_closest_names():
     with pytest.raises(ValueError, match="highway_b_cifar10") as err:
         zoo.load("highway_b_cifar")

