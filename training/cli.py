@@ -12,6 +12,9 @@
     highway-zoo predict --model-dir exported/NAME/VERSION IMAGE...
     highway-zoo analyze NAME --weights W [--dataset D] [--examples N] [--out DIR] ...
     highway-zoo tensorboard RUN_DIR [--port P] [--print-command]
+    highway-zoo tune NAME [--tuner random|bayesian|hyperband] [--max-trials N] [--epochs N]
+                     [--objective val_accuracy|...] [--dir DIR] [--bias-range LOW,HIGH] ...
+    highway-zoo bias-study [--depths 50,100] [--biases -1,-2,-4] [--epochs N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -145,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     from training import analyze as analyze_cli
 
     analyze_cli.add_parsers(sub)  # analyze, tensorboard
+    from training import tuning as tuning_cli
+
+    tuning_cli.add_parsers(sub)  # tune, bias-study
 
     p = sub.add_parser("demo", help="the main job: highway vs plain nets by depth on MNIST")
     p.add_argument("--depths", type=_depths, default=[10, 20, 50],
@@ -173,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="directory holding the upstream MNIST files")
     p.add_argument("--out", help="output directory (new or empty; default runs/sweep-TIME)")
     p.add_argument("--in-process", action="store_true",
-                   help="train every net in this process (faster; no per-run peak memory)")
+                   help="train every net in this process (faster; no per-run peak memory "
+                   "or CPU time)")
     return parser
 
 
@@ -220,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
             from training import analyze as analyze_cli
 
             return analyze_cli.run(args)
+        elif args.command in ("tune", "bias-study"):
+            from training import tuning as tuning_cli
+
+            return tuning_cli.run(args)
         elif args.command == "demo":
             from training.demo import demo
 
