@@ -100,6 +100,9 @@ def test_cli_list_and_describe(capsys):
     assert cli.main(["list", "*cifar10"]) == 0
     out = capsys.readouterr().out
     assert "highway_b_cifar10" in out and "2,278,522" in out and "RECON" in out
+    assert cli.main(["list", "highway_conv32_mnist"]) == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert f"{zoo.describe('highway_conv32_mnist')['pretrained']['test_accuracy']:.4f}" in row
     assert cli.main(["describe", "highway_conv32_mnist", "--json"]) == 0
     meta = json.loads(capsys.readouterr().out)
     assert meta["params"] == 151_690 and meta["provenance"] == "CODE"

@@ -190,11 +190,14 @@ def _print_models(pattern: str) -> None:
     names = zoo.list_models(pattern)
     if not names:
         raise ValueError(f"No architecture matches {pattern!r}; try `highway-zoo list`.")
-    print(f"{'name':30s} {'params':>10s} {'paper acc':>9s}  {'tag':7s} dataset")
+    print(f"{'name':30s} {'params':>10s} {'paper acc':>9s} {'weights':>8s}  {'tag':7s} dataset")
     for name in names:
         m = zoo.describe(name)
         acc = f"{m['paper_accuracy']:.2f}" if m["paper_accuracy"] else "-"
-        print(f"{name:30s} {m['params']:>10,d} {acc:>9s}  {m['provenance']:7s} {m['dataset']}")
+        # The test accuracy of the shipped weights (weights="default"), if any.
+        ours = f"{m['pretrained']['test_accuracy']:.4f}" if m["pretrained"] else "-"
+        print(f"{name:30s} {m['params']:>10,d} {acc:>9s} {ours:>8s}  {m['provenance']:7s} "
+              f"{m['dataset']}")
 
 
 def _print_description(name: str, as_json: bool) -> None:
