@@ -4,5 +4,12 @@ from layers._highway import VARIANTS
 from layers.global_contrast_normalization import GlobalContrastNormalization
 from layers.highway_conv2d import HighwayConv2D
 from layers.highway_dense import HighwayDense
+from layers.highway_stack import HighwayStack
 
-__all__ = ["VARIANTS", "GlobalContrastNormalization", "HighwayConv2D", "HighwayDense"]
+__all__ = [
+    "VARIANTS",
+    "GlobalContrastNormalization",
+    "HighwayConv2D",
+    "HighwayDense",
+    "HighwayStack",
+]

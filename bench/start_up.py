@@ -1,0 +1,176 @@
+"""Start-up of a deep FC highway net: per-layer HighwayDense graph vs one HighwayStack loop.
+
+    python bench/start_up.py [--depths 10,30,100] [--stack-depths 1000] [--repeats 3]
+
+The net is the zoo's FC highway net (784 -> 50 tanh stem, depth - 1 highway layers of width 50,
+b_T = -2, softmax 10; Adam 5e-3, global-norm clip 5, batch 128), built (a) per layer, as
+`zoo.load("highway_fc10_mnist", depth=D)` does, and (b) with the depth - 1 highway layers in one
+`HighwayStack`. Each (path, depth, repeat) runs in a fresh process and reports the model build
+time, the first training step (tf.function tracing + graph optimisation + one step), their sum
+(time to first step), the median of the next steps and peak RSS. The table shows medians over
+repeats. Writes bench/results/start_up.json. Synthetic MNIST-shaped data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "start_up.json"
+BUILD_TIME = Path(__file__).resolve().parent / "results" / "build_time.json"
+
+
+def _stacked_model(depth: int):
+    import keras
+
+    from layers.highway_stack import HighwayStack
+    from zoo.heads import classifier, image_input
+
+    inputs, x = image_input((28, 28, 1), "scale")
+    x = keras.layers.Flatten(name="flatten")(x)
+    x = keras.layers.Dense(50, activation="tanh", name="stem_dense")(x)
+    x = HighwayStack(depth - 1, activation="tanh", transform_bias_initializer=-2.0,
+                     name="highway_stack")(x)
+    return keras.Model(inputs, classifier(x, 10, "softmax"))
+
+
+def measure(path: str, depth: int, steps: int) -> dict:
+    """Runs in the child process."""
+    import keras
+    import numpy as np
+
+    import zoo
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (128, 28, 28, 1)).astype("float32")
+    y = rng.integers(0, 10, 128).astype("int64")
+    keras.utils.set_random_seed(0)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * depth + 1000))
+
+    start = time.perf_counter()
+    if path == "stack":
+        model = _stacked_model(depth)
+    else:
+        model = zoo.load("highway_fc10_mnist", depth=depth)
+    model.compile(optimizer=keras.optimizers.Adam(5e-3, global_clipnorm=5.0),
+                  loss="sparse_categorical_crossentropy")
+    build = time.perf_counter() - start
+
+    start = time.perf_counter()
+    model.train_on_batch(x, y)
+    first_step = time.perf_counter() - start
+
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        model.train_on_batch(x, y)
+        times.append(time.perf_counter() - start)
+    step = statistics.median(times)
+    return {
+        "path": path, "depth": depth, "params": model.count_params(),
+        "build_s": build, "first_step_s": first_step, "to_first_step_s": build + first_step,
+        "step_ms": 1000 * step, "steps_per_s": 1.0 / step,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _ints(text: str) -> list[int]:
+    return [int(d) for d in text.split(",") if d.strip()]
+
+
+def _run_child(path, depth, steps):
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", path, str(depth), "--steps", str(steps)],
+        capture_output=True, text=True, check=False,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"},
+    )
+    if proc.returncode:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise SystemExit(proc.returncode)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--depths", type=_ints, default=[10, 30, 100])
+    parser.add_argument("--stack-depths", type=_ints, default=[1000],
+                        help="depths measured for the stack only")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(measure(args.child[0], int(args.child[1]), args.steps)))
+        return 0
+
+    configs = [(p, d) for d in args.depths for p in ("per_layer", "stack")]
+    configs += [("stack", d) for d in args.stack_depths]
+    rows = []
+    for path, depth in configs:
+        runs = [_run_child(path, depth, args.steps) for _ in range(args.repeats)]
+        row = {"path": path, "depth": depth, "params": runs[0]["params"], "repeats": len(runs)}
+        for key in ("build_s", "first_step_s", "to_first_step_s", "step_ms", "steps_per_s",
+                    "peak_rss_mb"):
+            row[key] = round(statistics.median(r[key] for r in runs), 3)
+        rows.append(row)
+        print(f"{path} depth {depth}: {row}", flush=True)
+
+    # The per-layer 1000-layer net takes ~4 minutes to trace: quote bench/build_time.py's row.
+    quoted = []
+    if BUILD_TIME.exists():
+        measured = {(r["path"], r["depth"]) for r in rows}
+        for r in json.loads(BUILD_TIME.read_text())["results"]:
+            if ("per_layer", r["depth"]) not in measured and r["depth"] in args.stack_depths:
+                quoted.append({
+                    "path": "per_layer", "depth": r["depth"], "params": r["params"],
+                    "build_s": r["build_s"] + r["compile_s"], "first_step_s": r["first_step_s"],
+                    "to_first_step_s": round(r["build_s"] + r["compile_s"] + r["first_step_s"], 3),
+                    "step_ms": r["step_ms"], "steps_per_s": round(1000 / r["step_ms"], 3),
+                    "peak_rss_mb": r["peak_rss_mb"], "repeats": 1,
+                    "source": "bench/results/build_time.json",
+                })
+    rows += quoted
+    rows.sort(key=lambda r: (r["depth"], r["path"]))
+
+    print()
+    print("| depth | path | params | build (s) | first step (s) | to first step (s) | step (ms) "
+          "| steps/s | peak RSS (MB) |")
+    print("| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        note = " (quoted)" if "source" in r else ""
+        print(f"| {r['depth']} | {r['path']}{note} | {r['params']:,} | {r['build_s']:.2f} | "
+              f"{r['first_step_s']:.2f} | {r['to_first_step_s']:.2f} | {r['step_ms']:.1f} | "
+              f"{r['steps_per_s']:.1f} | {r['peak_rss_mb']:.0f} |")
+    by = {(r["path"], r["depth"]): r for r in rows}
+    summary = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "batch_size": 128,
+               "results": rows}
+    depths = sorted({r["depth"] for r in rows if r["path"] == "stack"})
+    if len(depths) > 1:
+        lo, hi = by[("stack", depths[0])], by[("stack", depths[-1])]
+        summary["stack_first_step_ratio"] = round(hi["first_step_s"] / lo["first_step_s"], 2)
+        summary["stack_to_first_step_ratio"] = round(
+            hi["to_first_step_s"] / lo["to_first_step_s"], 2)
+        print(f"\nstack depth {depths[-1]} vs {depths[0]}: first step "
+              f"{summary['stack_first_step_ratio']}x, build + first step "
+              f"{summary['stack_to_first_step_ratio']}x")
+    for d in args.depths:
+        if ("stack", d) in by and ("per_layer", d) in by:
+            ratio = by[("stack", d)]["steps_per_s"] / by[("per_layer", d)]["steps_per_s"]
+            summary[f"steps_per_s_ratio_stack_vs_per_layer_depth{d}"] = round(ratio, 2)
+            print(f"depth {d}: stack steps/s = {ratio:.2f}x per-layer")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"\nWrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,438 @@
+"""A stack of identical fully connected highway layers run by one loop: trace time independent
+of depth."""
+
+import keras
+import numpy as np
+from keras import ops
+
+from layers._highway import (
+    LEARNED_BRANCHES,
+    VARIANTS,
+    FusedInitializer,
+    _reseeded,
+    combine,
+    get_bias_initializer,
+)
+
+# Initializers whose values do not depend on the shape's fans: one call fills the whole stack.
+_FAN_FREE = (
+    keras.initializers.Constant,
+    keras.initializers.Zeros,
+    keras.initializers.Ones,
+    keras.initializers.RandomUniform,
+    keras.initializers.RandomNormal,
+    keras.initializers.TruncatedNormal,
+)
+
+
+def _whole_stack(init, depth):
+    """An initializer that, called on `(depth, *layer_shape)`, draws each layer's slice from the
+    distribution `init` gives `layer_shape`; None when there is no such shortcut."""
+    if isinstance(init, _FAN_FREE):
+        return init
+    if type(init) in (
+        keras.initializers.VarianceScaling,
+        keras.initializers.GlorotUniform,
+        keras.initializers.GlorotNormal,
+        keras.initializers.HeUniform,
+        keras.initializers.HeNormal,
+        keras.initializers.LecunUniform,
+        keras.initializers.LecunNormal,
+    ):
+        # Keras reads a 3-D shape (depth, d, d) as a kernel with receptive field `depth`:
+        # fan_in = fan_out = depth * d. Scaling the variance by `depth` gives back one layer's
+        # fans (d, d) in every mode (fan_in, fan_out, fan_avg).
+        if getattr(init, "input_axes", None) or getattr(init, "output_axes", None):
+            return None
+        # (Read the attributes: GlorotUniform & co. put only their seed in get_config.)
+        return keras.initializers.VarianceScaling(
+            scale=init.scale * depth, mode=init.mode, distribution=init.distribution,
+            seed=init.seed,
+        )
+    return None
+
+
+class _PerLayerInitializer(keras.initializers.Initializer):
+    """Initialises a stacked weight `(depth, *layer_shape)` as `depth` separate layers would be.
+
+    Each branch's slice of each layer is drawn with a single `HighwayDense` branch's fan-in and
+    fan-out (not the 3-D tensor's), every layer from its own random stream. Fan-free and
+    variance-scaling initializers (Glorot, He, LeCun, uniform, normal, constants) fill the whole
+    stack in one call; others (orthogonal, identity, custom) run once per layer, re-seeded with
+    offset `i * n` for layer `i` (n branches), through `FusedInitializer`.
+    """
+
+    def __init__(self, initializers):
+        self.initializers = [keras.initializers.get(init) for init in initializers]
+
+    def __call__(self, shape, dtype=None):
+        depth, *layer_shape = shape
+        by_id = {}  # one converted instance per original, so FusedInitializer re-seeds repeats
+        for init in self.initializers:
+            if id(init) not in by_id:
+                by_id[id(init)] = _whole_stack(init, depth)
+        whole = [by_id[id(init)] for init in self.initializers]
+        if all(w is not None for w in whole):
+            return FusedInitializer(whole)(tuple(shape), dtype=dtype)
+        n = len(self.initializers)
+
+        def layer_initializer(i):
+            reseeded = {}  # keeps repeats the same instance, so FusedInitializer re-seeds them
+            for init in self.initializers:
+                reseeded.setdefault(id(init), _reseeded(init, i * n))
+            return FusedInitializer([reseeded[id(init)] for init in self.initializers])
+
+        return ops.stack(
+            [layer_initializer(i)(tuple(layer_shape), dtype=dtype) for i in range(depth)], axis=0
+        )
+
+    def get_config(self):
+        return {"initializers": [keras.initializers.serialize(i) for i in self.initializers]}
+
+
+@keras.saving.register_keras_serializable(package="highway_zoo")
+class HighwayStack(keras.layers.Layer):
+    """`depth` fully connected highway layers of one width, kept as stacked weights, run by a loop.
+
+    Computes the same function as `depth` chained `HighwayDense` layers,
+    `x_{i+1} = H_i(x_i) * T_i(x_i) + x_i * C_i(x_i)` for `i = 0 .. depth - 1`, with
+    `H_i(x) = activation(x @ W_H[i] + b_H[i])`, `T_i(x) = sigmoid(x @ W_T[i] + b_T[i])` and
+    `C_i` set by `variant` exactly as in `HighwayDense` (coupled: `C = 1 - T`, computed as
+    `x + T * (H - x)`). Layer `i`'s fused weights are `kernel[i]` of shape `(d, n * d)` and
+    `bias[i]` of shape `(n * d,)`, in `HighwayDense`'s `[H | T | C]` layout (`n` = the branches
+    the variant learns), so `stack_weights` / `unstack_weights` (or `from_layers` /
+    `to_layers`) convert losslessly between the two.
+
+    The layers run inside one `keras.ops.scan` over the stacked weights (a `tf.while_loop` on
+    the TensorFlow backend), so the traced graph, and the time to trace and optimise it, is the
+    same for 10 layers as for 1000. Each layer's slice is initialised like a `HighwayDense`
+    would be (per-branch fan-in, its own random stream).
+
+    Analysis: `layer_outputs(x)`, `transform_gates(x)`, `block_states(x)` and `carry_gates(x)`
+    return one entry per layer, shape `(depth, *x.shape)`, where entry `i` is evaluated at layer
+    `i`'s input (`x` for `i = 0`, `layer_outputs(x)[i - 1]` after). `layer_names()` gives the
+    names `to_layers()` gives its `HighwayDense` layers.
+
+    Lesioning: `lesioned_layers` (a set of layer indices; default empty; neither a weight nor
+    part of the config) closes those layers' gates, T := 0 and C := 1, so they return their
+    input unchanged, bit for bit, as `HighwayDense.lesioned` does. It is read when `call` is run
+    or traced: with nothing lesioned the loop carries no mask and costs nothing; with any layer
+    lesioned a constant `(depth,)` 0/1 mask rides along the loop and each layer does one extra
+    `where` on its gates (a few percent of a layer's work). A function traced before the set
+    changed keeps the old behaviour: run eagerly or trace afresh.
+
+    Args:
+        depth: Number of highway layers, >= 1.
+        activation: Activation of the block state H. Defaults to `"tanh"`.
+        variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`.
+        kernel_initializer: Initializer of each layer's W_H (and W_T, W_C when their own are
+            None). Defaults to `"glorot_uniform"`.
+        bias_initializer: Initializer of b_H. Defaults to `"zeros"`.
+        transform_kernel_initializer: Initializer of W_T; None means `kernel_initializer`
+            (re-seeded).
+        transform_bias_initializer: Initializer of b_T, or a number. Defaults to -2.0.
+        carry_kernel_initializer: Initializer of W_C (`"full"`); None means
+            `kernel_initializer` (re-seeded).
+        carry_bias_initializer: Initializer of b_C (`"full"`, `"c_only"`), or a number.
+            Defaults to +2.0.
+        kernel_regularizer, bias_regularizer, kernel_constraint, bias_constraint: Applied to
+            the stacked `kernel` / `bias` (a sum-type regularizer such as L2 gives the same
+            penalty as on the per-layer weights).
+        activity_regularizer: Applied to the stack's output.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Input shape: `(batch_size, ..., d)`, `d` defined. Output shape: the same.
+
+    Reference:
+        - [Srivastava, Greff & Schmidhuber, 2015](https://arxiv.org/abs/1507.06228),
+          "Training Very Deep Networks".
+        - [Greff, Srivastava & Schmidhuber, 2017](https://arxiv.org/abs/1612.07771),
+          "Highway and Residual Networks learn Unrolled Iterative Estimation".
+    """
+
+    def __init__(
+        self,
+        depth,
+        activation="tanh",
+        variant="coupled",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        transform_kernel_initializer=None,
+        transform_bias_initializer=-2.0,
+        carry_kernel_initializer=None,
+        carry_bias_initializer=2.0,
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs,
+    ):
+        if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 1:
+            raise ValueError(f"depth must be an integer >= 1. Received: depth={depth!r}")
+        if variant not in VARIANTS:
+            raise ValueError(
+                f"Unknown highway variant. Expected one of {VARIANTS} "
+                f"(Greff et al. 2017, Table 1a). Received: variant={variant!r}"
+            )
+        super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        self.depth = int(depth)
+        self.activation = keras.activations.get(activation)
+        self.variant = variant
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = get_bias_initializer(bias_initializer)
+        self.transform_kernel_initializer = keras.initializers.get(transform_kernel_initializer)
+        self.transform_bias_initializer = get_bias_initializer(transform_bias_initializer)
+        self.carry_kernel_initializer = keras.initializers.get(carry_kernel_initializer)
+        self.carry_bias_initializer = get_bias_initializer(carry_bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self._learned = LEARNED_BRANCHES[variant]
+        self.lesioned_layers = set()
+        self.input_spec = keras.layers.InputSpec(min_ndim=2)
+
+    def build(self, input_shape):
+        d = input_shape[-1]
+        if d is None:
+            raise ValueError(
+                "HighwayStack needs a defined last axis to create its weights. "
+                f"Received: input_shape={tuple(input_shape)}"
+            )
+        kernel_initializers = {
+            "h": self.kernel_initializer,
+            "t": self.transform_kernel_initializer or self.kernel_initializer,
+            "c": self.carry_kernel_initializer or self.kernel_initializer,
+        }
+        bias_initializers = {
+            "h": self.bias_initializer,
+            "t": self.transform_bias_initializer,
+            "c": self.carry_bias_initializer,
+        }
+        n = len(self._learned)
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(self.depth, d, n * d),
+            initializer=_PerLayerInitializer([kernel_initializers[b] for b in self._learned]),
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        self.bias = self.add_weight(
+            name="bias",
+            shape=(self.depth, n * d),
+            initializer=_PerLayerInitializer([bias_initializers[b] for b in self._learned]),
+            regularizer=self.bias_regularizer,
+            constraint=self.bias_constraint,
+        )
+        self.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: d})
+
+    # -- one layer ---------------------------------------------------------------------------
+
+    def _branches(self, x, kernel, bias):
+        """H, T, C of one layer (T or C None where the variant fixes it to 1)."""
+        z = ops.matmul(x, kernel) + bias
+        parts = dict(zip(self._learned, ops.split(z, len(self._learned), axis=-1)))
+        h = self.activation(parts["h"])
+        t = ops.sigmoid(parts["t"]) if "t" in parts else None
+        c = ops.sigmoid(parts["c"]) if "c" in parts else None
+        return h, t, c
+
+    def _gates(self, x, kernel, bias, keep):
+        """H, T, C with lesioning applied: where `keep` is False, T := 0 and C := 1."""
+        h, t, c = self._branches(x, kernel, bias)
+        if keep is not None:
+            t = ops.where(keep, ops.ones_like(x) if t is None else t, ops.zeros_like(x))
+            if c is not None:
+                c = ops.where(keep, c, ops.ones_like(x))
+        return h, t, c
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _xs(self):
+        kernel = ops.cast(self.kernel, self.compute_dtype)
+        bias = ops.cast(self.bias, self.compute_dtype)
+        if not self.lesioned_layers:
+            return (kernel, bias, None)
+        bad = sorted(i for i in self.lesioned_layers if not 0 <= i < self.depth)
+        if bad:
+            raise ValueError(f"lesioned_layers {bad} out of range for depth {self.depth}")
+        keep = np.ones((self.depth,), dtype=bool)
+        keep[sorted(self.lesioned_layers)] = False
+        return (kernel, bias, ops.convert_to_tensor(keep))
+
+    def _scan(self, x, collect):
+        """Runs the layers on `x`; `collect(x_i, h, t, c, y)` gives what each layer stacks up.
+
+        Keras's TensorFlow `scan` stacks its per-step outputs into arrays shaped like the carry,
+        and cannot stack nothing when the batch size is unknown, so each step yields a tensor
+        of x's shape (its output, for `call`). On the backward pass those are the activations
+        backprop keeps anyway.
+        """
+        kernel, bias, keep = self._xs()
+
+        def step(carry, xs):
+            k, b, m = xs if keep is not None else (*xs, None)
+            h, t, c = self._gates(carry, k, b, m)
+            y = combine(self.variant, carry, h, t, c)
+            return y, collect(carry, h, t, c, y)
+
+        xs = (kernel, bias) if keep is None else (kernel, bias, keep)
+        return ops.scan(step, x, xs)
+
+    def call(self, inputs):
+        y, _ = self._scan(inputs, lambda x, h, t, c, y: y)
+        return y
+
+    # -- analysis ------------------------------------------------------------------------------
+
+    def _prepare(self, x):
+        x = ops.convert_to_tensor(x, dtype=self.compute_dtype)
+        if not self.built:
+            self.build(x.shape)
+        return x
+
+    def layer_outputs(self, x):
+        """Every layer's output, `(depth, *x.shape)`; the last entry is `self(x)`."""
+        return self._scan(self._prepare(x), lambda x, h, t, c, y: y)[1]
+
+    def layer_inputs(self, x):
+        """Every layer's input, `(depth, *x.shape)`: `x`, then the outputs of layers 0..depth-2."""
+        return self._scan(self._prepare(x), lambda x, h, t, c, y: x)[1]
+
+    def block_states(self, x):
+        """H_i at each layer's input, `(depth, *x.shape)`."""
+        return self._scan(self._prepare(x), lambda x, h, t, c, y: h)[1]
+
+    def transform_gates(self, x):
+        """T_i at each layer's input, `(depth, *x.shape)`; ones for c_only / residual (zeros for
+        lesioned layers)."""
+        x = self._prepare(x)
+        return self._scan(x, lambda x, h, t, c, y: ops.ones_like(x) if t is None else t)[1]
+
+    def carry_gates(self, x):
+        """C_i at each layer's input, `(depth, *x.shape)`: 1 - T when coupled, ones for t_only
+        and residual."""
+
+        def collect(x, h, t, c, y):
+            if self.variant == "coupled":
+                return 1.0 - t
+            return ops.ones_like(x) if c is None else c
+
+        return self._scan(self._prepare(x), collect)[1]
+
+    transform_gate = transform_gates
+
+    @property
+    def transform_bias(self):
+        """b_T of every layer, `(depth, d)`; None for variants without T."""
+        return self._bias_slice("t")
+
+    @property
+    def carry_bias(self):
+        """b_C of every layer, `(depth, d)`; None for variants without a learned C."""
+        return self._bias_slice("c")
+
+    def _bias_slice(self, branch):
+        if branch not in self._learned:
+            return None
+        width = self.bias.shape[-1] // len(self._learned)
+        start = self._learned.index(branch) * width
+        return ops.slice(self.bias, (0, start), (self.depth, width))
+
+    def layer_names(self, prefix="highway_", start=1):
+        """The per-layer names, `prefix + str(start + i)` (the zoo's FC nets: highway_1...)."""
+        return [f"{prefix}{start + i}" for i in range(self.depth)]
+
+    # -- conversion --------------------------------------------------------------------------
+
+    def _dense_config(self):
+        config = self.get_config()
+        for key in ("name", "trainable", "depth", "dtype"):
+            config.pop(key, None)
+        config.pop("activity_regularizer", None)
+        return config
+
+    def to_layers(self, prefix="highway_", start=1):
+        """`depth` built `HighwayDense` layers with this stack's configuration and weights."""
+        from layers.highway_dense import HighwayDense
+
+        if not self.built:
+            raise ValueError("HighwayStack.to_layers needs a built stack: call it first.")
+        d = self.kernel.shape[1]
+        layers = []
+        for name, (kernel, bias) in zip(self.layer_names(prefix, start), unstack_weights(self)):
+            layer = HighwayDense(name=name, dtype=self.dtype_policy, **self._dense_config())
+            layer.build((None, d))
+            layer.kernel.assign(kernel)
+            layer.bias.assign(bias)
+            layers.append(layer)
+        return layers
+
+    @classmethod
+    def from_layers(cls, layers, **kwargs):
+        """A built stack computing what the chain of built `HighwayDense` `layers` computes."""
+        layers = list(layers)
+        if not layers:
+            raise ValueError("from_layers needs at least one HighwayDense layer")
+        config = layers[0].get_config()
+        keep = (
+            "activation", "variant", "kernel_initializer", "bias_initializer",
+            "transform_kernel_initializer", "transform_bias_initializer",
+            "carry_kernel_initializer", "carry_bias_initializer", "kernel_regularizer",
+            "bias_regularizer", "kernel_constraint", "bias_constraint",
+        )
+        for layer in layers[1:]:
+            other = layer.get_config()
+            for key in ("activation", "variant"):
+                if other[key] != config[key]:
+                    raise ValueError(
+                        f"from_layers needs layers of one {key}: {config[key]!r} != "
+                        f"{other[key]!r} ({layer.name})"
+                    )
+        kernel, bias = stack_weights(layers)
+        stack = cls(depth=len(layers), **{k: config[k] for k in keep}, **kwargs)
+        stack.build((None, kernel.shape[1]))
+        stack.kernel.assign(kernel)
+        stack.bias.assign(bias)
+        return stack
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        serialize_init = keras.initializers.serialize
+        return {
+            **super().get_config(),
+            "depth": self.depth,
+            "activation": keras.activations.serialize(self.activation),
+            "variant": self.variant,
+            "kernel_initializer": serialize_init(self.kernel_initializer),
+            "bias_initializer": serialize_init(self.bias_initializer),
+            "transform_kernel_initializer": serialize_init(self.transform_kernel_initializer),
+            "transform_bias_initializer": serialize_init(self.transform_bias_initializer),
+            "carry_kernel_initializer": serialize_init(self.carry_kernel_initializer),
+            "carry_bias_initializer": serialize_init(self.carry_bias_initializer),
+            "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+            "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+            "activity_regularizer": keras.regularizers.serialize(self.activity_regularizer),
+            "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+            "bias_constraint": keras.constraints.serialize(self.bias_constraint),
+        }
+
+
+def stack_weights(layers):
+    """(kernel, bias) as NumPy arrays `(depth, d, n*d)`, `(depth, n*d)` from built HighwayDense
+    layers, in order."""
+    layers = list(layers)
+    kernel = np.stack([keras.ops.convert_to_numpy(layer.kernel) for layer in layers])
+    bias = np.stack([keras.ops.convert_to_numpy(layer.bias) for layer in layers])
+    return kernel, bias
+
+
+def unstack_weights(stack):
+    """[(kernel_i, bias_i)] as NumPy arrays, one pair per layer of a built `HighwayStack`, ready
+    for `HighwayDense.kernel.assign` / `set_weights`."""
+    kernel = keras.ops.convert_to_numpy(stack.kernel)
+    bias = keras.ops.convert_to_numpy(stack.bias)
+    return [(kernel[i], bias[i]) for i in range(stack.depth)]

@@ -1,0 +1,176 @@
+"""HighwayStack (layers/highway_stack.py) against a chain of HighwayDense layers with the same
+weights: outputs, gradients, per-layer gates, lesioning, conversion and .keras round trips."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from layer_test_helper import run_layer_battery
+
+from layers import HighwayDense
+from layers.highway_stack import HighwayStack, stack_weights, unstack_weights
+
+DEPTH, WIDTH, BATCH = 7, 6, 5
+
+
+def _pair(variant, seed=0):
+    """A built stack with non-trivial weights and the equivalent HighwayDense chain."""
+    keras.utils.set_random_seed(seed)
+    stack = HighwayStack(DEPTH, variant=variant, bias_initializer="random_normal",
+                         transform_bias_initializer="random_normal",
+                         carry_bias_initializer="random_normal")
+    stack.build((None, WIDTH))
+    return stack, stack.to_layers()
+
+
+def _chain(layers, x):
+    for layer in layers:
+        x = layer(x)
+    return x
+
+
+def _x(seed=1):
+    return np.random.default_rng(seed).normal(size=(BATCH, WIDTH)).astype("float32")
+
+
+@pytest.mark.parametrize("variant", ["coupled", "full", "c_only"])
+def test_outputs_and_gradients_match_the_per_layer_chain(variant):
+    stack, layers = _pair(variant)
+    x = tf.constant(_x())
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y_stack = stack(x)
+        y_chain = _chain(layers, x)
+        loss_stack = tf.reduce_sum(tf.sin(y_stack))
+        loss_chain = tf.reduce_sum(tf.sin(y_chain))
+    np.testing.assert_allclose(y_stack, y_chain, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tape.gradient(loss_stack, x), tape.gradient(loss_chain, x),
+                               rtol=1e-5, atol=1e-6)
+    g_kernel, g_bias = tape.gradient(loss_stack, [stack.kernel, stack.bias])
+    g_chain = tape.gradient(loss_chain, [w for layer in layers for w in (layer.kernel, layer.bias)])
+    np.testing.assert_allclose(g_kernel, np.stack(g_chain[0::2]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g_bias, np.stack(g_chain[1::2]), rtol=1e-5, atol=1e-6)
+
+
+def test_traced_in_a_model_with_unknown_batch():
+    stack, layers = _pair("coupled")
+    inputs = keras.Input((WIDTH,))
+    model = keras.Model(inputs, stack(inputs))
+    x = _x()
+    np.testing.assert_allclose(model.predict(x, verbose=0), _chain(layers, x), rtol=1e-6,
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["coupled", "c_only"])
+def test_per_layer_analysis_equals_each_dense_layer(variant):
+    stack, layers = _pair(variant)
+    x = _x()
+    ts, cs, hs = stack.transform_gates(x), stack.carry_gates(x), stack.block_states(x)
+    outs, ins = stack.layer_outputs(x), stack.layer_inputs(x)
+    assert tuple(ts.shape) == (DEPTH, BATCH, WIDTH)
+    h = x
+    for i, layer in enumerate(layers):
+        np.testing.assert_allclose(ins[i], h, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(ts[i], layer.transform_gate(h), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(cs[i], layer.carry_gate(h), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(hs[i], layer.block_state(h), rtol=1e-6, atol=1e-6)
+        h = layer(h)
+        np.testing.assert_allclose(outs[i], h, rtol=1e-6, atol=1e-6)
+    if variant == "coupled":
+        np.testing.assert_array_equal(stack.transform_bias,
+                                      np.stack([lay.transform_bias for lay in layers]))
+    assert stack.layer_names() == [f"highway_{i}" for i in range(1, DEPTH + 1)]
+    assert [layer.name for layer in layers] == stack.layer_names()
+
+
+@pytest.mark.parametrize("variant", ["coupled", "full", "residual"])
+def test_lesioning_matches_dense_lesioning(variant):
+    stack, layers = _pair(variant)
+    x = _x()
+    lesion = {0, 3, DEPTH - 1}
+    stack.lesioned_layers = set(lesion)
+    for i in lesion:
+        layers[i].lesioned = True
+    np.testing.assert_allclose(stack(x), _chain(layers, x), rtol=1e-6, atol=1e-6)
+    ins, outs = stack.layer_inputs(x), stack.layer_outputs(x)
+    for i in lesion:
+        np.testing.assert_array_equal(outs[i], ins[i])  # bit for bit
+    stack.lesioned_layers = set(range(DEPTH))
+    np.testing.assert_array_equal(stack(x), x)
+    stack.lesioned_layers = {DEPTH}
+    with pytest.raises(ValueError, match="out of range"):
+        stack(x)
+
+
+def test_conversion_round_trip_is_exact():
+    stack, layers = _pair("full")
+    back = HighwayStack.from_layers(layers)
+    assert back.get_config()["variant"] == "full" and back.depth == DEPTH
+    np.testing.assert_array_equal(back.kernel, stack.kernel)
+    np.testing.assert_array_equal(back.bias, stack.bias)
+    kernel, bias = stack_weights(layers)
+    np.testing.assert_array_equal(kernel, stack.kernel)
+    for (k, b), layer in zip(unstack_weights(stack), layers):
+        np.testing.assert_array_equal(k, layer.kernel)
+        np.testing.assert_array_equal(b, layer.bias)
+    with pytest.raises(ValueError, match="variant"):
+        HighwayStack.from_layers([layers[0], HighwayDense("tanh", variant="coupled")])
+
+
+def test_weights_saved_by_one_path_load_into_the_other(tmp_path):
+    """A per-layer model's .keras file loads into a stacked model (and back), bit for bit."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((WIDTH,))
+    chain = [HighwayDense(activation="tanh", transform_bias_initializer=-1.0,
+                          bias_initializer="random_normal", name=f"highway_{i + 1}")
+             for i in range(DEPTH)]
+    per_layer = keras.Model(inputs, _chain(chain, inputs))
+    path = tmp_path / "per_layer.keras"
+    per_layer.save(path)
+    loaded = keras.models.load_model(path)
+    dense = [loaded.get_layer(f"highway_{i + 1}") for i in range(DEPTH)]
+    stack = HighwayStack.from_layers(dense)
+    x = _x()
+    np.testing.assert_allclose(stack(x), per_layer(x), rtol=1e-6, atol=1e-6)
+
+    inputs = keras.Input((WIDTH,))
+    stacked = keras.Model(inputs, stack(inputs))
+    path = tmp_path / "stacked.keras"
+    stacked.save(path)
+    reloaded = keras.models.load_model(path)
+    assert isinstance(reloaded.layers[-1], HighwayStack)
+    np.testing.assert_array_equal(reloaded.predict(x, verbose=0), stacked.predict(x, verbose=0))
+    for layer, original in zip(reloaded.layers[-1].to_layers(), chain):
+        for a, b in zip(layer.get_weights(), original.get_weights()):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_initialisation_matches_per_layer_statistics():
+    keras.utils.set_random_seed(0)
+    stack = HighwayStack(40, kernel_initializer="glorot_uniform", transform_bias_initializer=-3.0)
+    stack.build((None, 50))
+    kernel, bias = np.asarray(stack.kernel), np.asarray(stack.bias)
+    limit = np.sqrt(6.0 / (50 + 50))  # one branch's Glorot limit
+    assert np.abs(kernel).max() <= limit and np.abs(kernel).max() > 0.95 * limit
+    assert not np.allclose(kernel[..., :50], kernel[..., 50:])  # W_H != W_T
+    assert not np.allclose(kernel[0], kernel[1])  # layers differ
+    np.testing.assert_array_equal(bias[:, :50], 0.0)
+    np.testing.assert_array_equal(bias[:, 50:], -3.0)
+    keras.utils.set_random_seed(0)
+    ortho = HighwayStack(3, kernel_initializer="orthogonal")  # per-layer fallback
+    ortho.build((None, 8))
+    k = np.asarray(ortho.kernel)
+    np.testing.assert_allclose(k[1, :, :8] @ k[1, :, :8].T, np.eye(8), atol=1e-5)
+    assert not np.allclose(k[..., :8], k[..., 8:]) and not np.allclose(k[0], k[1])
+
+
+def test_layer_battery(tmp_path):
+    run_layer_battery(lambda: HighwayStack(3, variant="coupled"), (4, 8),
+                      [(3, 8, 16), (3, 16)], tmp_path)
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="depth"):
+        HighwayStack(0)
+    with pytest.raises(ValueError, match="variant"):
+        HighwayStack(3, variant="gated")
