@@ -132,6 +132,23 @@ def test_a_1000_layer_net_builds_within_pythons_recursion_limit():
     assert sys.getrecursionlimit() == limit
 
 
+def test_a_stacked_fc_net_computes_what_the_per_layer_one_does():
+    from layers.highway_stack import stack_weights
+
+    per_layer = zoo.load("highway_fc50_mnist", depth=12)
+    stacked = zoo.load("highway_fc50_mnist", depth=12, stacked=True)
+    assert stacked.count_params() == per_layer.count_params()
+    assert highway_layers(stacked) == [] and stacked.get_layer("highway_stack").depth == 11
+    for name in ("stem_dense", "logits"):
+        stacked.get_layer(name).set_weights(per_layer.get_layer(name).get_weights())
+    stacked.get_layer("highway_stack").set_weights(
+        [keras.ops.convert_to_numpy(w) for w in stack_weights(highway_layers(per_layer))]
+    )
+    x = raw_pixels((28, 28, 1), batch=4)
+    np.testing.assert_allclose(stacked.predict(x, verbose=0), per_layer.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_unknown_name_lists_the_closest_names():
     with pytest.raises(ValueError, match="highway_b_cifar10") as err:
         zoo.load("highway_b_cifar")

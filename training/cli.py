@@ -53,10 +53,14 @@ def _add_override_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("architecture overrides (what the family allows)")
     for name, kind in OVERRIDE_FLAGS.items():
         group.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None)
+    group.add_argument("--stacked", action="store_const", const=True, default=None,
+                       help="highway FC nets: keep the highway layers as one HighwayStack "
+                       "(stacked weights, one scan): start-up independent of depth")
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    return {k: getattr(args, k) for k in OVERRIDE_FLAGS if getattr(args, k, None) is not None}
+    names = (*OVERRIDE_FLAGS, "stacked")
+    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
 
 
 def _add_train_parser(sub) -> None:

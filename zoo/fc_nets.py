@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import keras
 
-from layers import HighwayDense
+from layers import HighwayDense, HighwayStack
 from zoo.heads import classifier, image_input
 from zoo.registry import register, register_family
 
@@ -25,8 +25,12 @@ FC_OVERRIDES = (
 
 
 def _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initializer,
-            classes, classifier_activation, hidden_layer):
-    """Flatten, the plain stem layer, `depth - 1` layers from `hidden_layer(i)`, classifier."""
+            classes, classifier_activation, hidden_layer=None, hidden_stack=None):
+    """Flatten, the plain stem layer, `depth - 1` hidden layers, the classifier.
+
+    The hidden layers are `hidden_layer(i)` for i = 1 .. depth - 1, or the single layer
+    `hidden_stack` that holds all of them.
+    """
     if not isinstance(depth, int) or depth < 2:
         raise ValueError(
             "depth counts the first plain layer plus the hidden layers and must be "
@@ -37,27 +41,37 @@ def _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initial
     x = keras.layers.Dense(
         width, activation=activation, kernel_initializer=kernel_initializer, name="stem_dense"
     )(x)
-    for i in range(1, depth):
-        x = hidden_layer(i)(x)
+    if hidden_stack is not None:
+        x = hidden_stack(x)
+    else:
+        for i in range(1, depth):
+            x = hidden_layer(i)(x)
     return inputs, classifier(x, classes, classifier_activation)
 
 
-@register_family("highway_fc", FC_OVERRIDES + ("transform_bias", "variant"))
+@register_family("highway_fc", FC_OVERRIDES + ("transform_bias", "variant", "stacked"))
 def highway_fc(
     *, input_shape, preprocessing, depth, width, activation, transform_bias, variant,
-    kernel_initializer, classes, classifier_activation="softmax",
+    kernel_initializer, classes, classifier_activation="softmax", stacked=False,
 ):
+    """`stacked=True` keeps the highway layers as one `HighwayStack` (stacked weights, one
+    scan): the same function, with a start-up that does not grow with depth."""
+    args = dict(
+        activation=activation,
+        variant=variant,
+        kernel_initializer=kernel_initializer,
+        transform_bias_initializer=transform_bias,
+    )
+    if stacked:
+        stack = HighwayStack(depth - 1, name="highway_stack", **args)
+        return _fc_net(input_shape, preprocessing, depth, width, activation,
+                       kernel_initializer, classes, classifier_activation, hidden_stack=stack)
+
     def highway(i):
-        return HighwayDense(
-            activation=activation,
-            variant=variant,
-            kernel_initializer=kernel_initializer,
-            transform_bias_initializer=transform_bias,
-            name=f"highway_{i}",
-        )
+        return HighwayDense(name=f"highway_{i}", **args)
 
     return _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initializer,
-                   classes, classifier_activation, highway)
+                   classes, classifier_activation, hidden_layer=highway)
 
 
 @register_family("plain_fc", FC_OVERRIDES)
@@ -72,7 +86,7 @@ def plain_fc(
         )
 
     return _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initializer,
-                   classes, classifier_activation, plain)
+                   classes, classifier_activation, hidden_layer=plain)
 
 
 _MNIST = dict(input_shape=(28, 28, 1), preprocessing="scale", classes=10)
