@@ -16,7 +16,7 @@ $(STAMP): setup.py
 	@test -d /usr/share/datasets/fashion-mnist || apt-get install -y -q dataset-fashion-mnist \
 		>/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q \
 		dataset-fashion-mnist >/dev/null 2>&1) || \
-		echo "note: no Debian dataset-fashion-mnist (needs root): its tests will be skipped"
+		echo "note: no Debian dataset-fashion-mnist (needs root): the shipped-weights tests will fail"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[test]"

@@ -75,7 +75,69 @@ def combine(variant: str, x, h, t=None, c=None):
     return (h if t is None else h * t) + (x if c is None else x * c)
 
 
-class HighwayBase(keras.layers.Layer):
+class HighwayArguments:
+    """The constructor arguments every highway layer shares: normalised, serialised, and
+    turned into each learned branch's initializers. Mixed into `keras.layers.Layer`s."""
+
+    def _set_highway_arguments(
+        self, activation, variant, kernel_initializer, bias_initializer,
+        transform_kernel_initializer, transform_bias_initializer, carry_kernel_initializer,
+        carry_bias_initializer, kernel_regularizer, bias_regularizer, kernel_constraint,
+        bias_constraint,
+    ):
+        if variant not in VARIANTS:
+            raise ValueError(
+                f"Unknown highway variant. Expected one of {VARIANTS} "
+                f"(Greff et al. 2017, Table 1a). Received: variant={variant!r}"
+            )
+        self.activation = keras.activations.get(activation)
+        self.variant = variant
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = get_bias_initializer(bias_initializer)
+        self.transform_kernel_initializer = keras.initializers.get(transform_kernel_initializer)
+        self.transform_bias_initializer = get_bias_initializer(transform_bias_initializer)
+        self.carry_kernel_initializer = keras.initializers.get(carry_kernel_initializer)
+        self.carry_bias_initializer = get_bias_initializer(carry_bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self._learned = LEARNED_BRANCHES[variant]
+
+    def _branch_initializers(self):
+        """(kernel initializers, bias initializers) of the learned branches, in order."""
+        kernel = {
+            "h": self.kernel_initializer,
+            "t": self.transform_kernel_initializer or self.kernel_initializer,
+            "c": self.carry_kernel_initializer or self.kernel_initializer,
+        }
+        bias = {
+            "h": self.bias_initializer,
+            "t": self.transform_bias_initializer,
+            "c": self.carry_bias_initializer,
+        }
+        return [kernel[b] for b in self._learned], [bias[b] for b in self._learned]
+
+    def _highway_config(self):
+        serialize_init = keras.initializers.serialize
+        return {
+            "activation": keras.activations.serialize(self.activation),
+            "variant": self.variant,
+            "kernel_initializer": serialize_init(self.kernel_initializer),
+            "bias_initializer": serialize_init(self.bias_initializer),
+            "transform_kernel_initializer": serialize_init(self.transform_kernel_initializer),
+            "transform_bias_initializer": serialize_init(self.transform_bias_initializer),
+            "carry_kernel_initializer": serialize_init(self.carry_kernel_initializer),
+            "carry_bias_initializer": serialize_init(self.carry_bias_initializer),
+            "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+            "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+            "activity_regularizer": keras.regularizers.serialize(self.activity_regularizer),
+            "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+            "bias_constraint": keras.constraints.serialize(self.bias_constraint),
+        }
+
+
+class HighwayBase(HighwayArguments, keras.layers.Layer):
     """The body of a highway layer; a subclass sets `channel_axis` and supplies the linear map.
 
     Subclasses implement `_branch_kernel_shape(channels)` (one branch's kernel shape, its last
@@ -110,25 +172,13 @@ class HighwayBase(keras.layers.Layer):
         bias_constraint,
         **kwargs,
     ):
-        if variant not in VARIANTS:
-            raise ValueError(
-                f"Unknown highway variant. Expected one of {VARIANTS} "
-                f"(Greff et al. 2017, Table 1a). Received: variant={variant!r}"
-            )
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
-        self.activation = keras.activations.get(activation)
-        self.variant = variant
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = get_bias_initializer(bias_initializer)
-        self.transform_kernel_initializer = keras.initializers.get(transform_kernel_initializer)
-        self.transform_bias_initializer = get_bias_initializer(transform_bias_initializer)
-        self.carry_kernel_initializer = keras.initializers.get(carry_kernel_initializer)
-        self.carry_bias_initializer = get_bias_initializer(carry_bias_initializer)
-        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
-        self.kernel_constraint = keras.constraints.get(kernel_constraint)
-        self.bias_constraint = keras.constraints.get(bias_constraint)
-        self._learned = LEARNED_BRANCHES[variant]
+        self._set_highway_arguments(
+            activation, variant, kernel_initializer, bias_initializer,
+            transform_kernel_initializer, transform_bias_initializer, carry_kernel_initializer,
+            carry_bias_initializer, kernel_regularizer, bias_regularizer, kernel_constraint,
+            bias_constraint,
+        )
         self.lesioned = False
 
     def build(self, input_shape):
@@ -139,29 +189,20 @@ class HighwayBase(keras.layers.Layer):
                 "create its weights, since its output has the same width as its input. "
                 f"Received: input_shape={tuple(input_shape)}"
             )
-        kernel_initializers = {
-            "h": self.kernel_initializer,
-            "t": self.transform_kernel_initializer or self.kernel_initializer,
-            "c": self.carry_kernel_initializer or self.kernel_initializer,
-        }
-        bias_initializers = {
-            "h": self.bias_initializer,
-            "t": self.transform_bias_initializer,
-            "c": self.carry_bias_initializer,
-        }
+        kernel_initializers, bias_initializers = self._branch_initializers()
         n = len(self._learned)
         branch_shape = self._branch_kernel_shape(channels)
         self.kernel = self.add_weight(
             name="kernel",
             shape=(*branch_shape[:-1], n * channels),
-            initializer=FusedInitializer([kernel_initializers[b] for b in self._learned]),
+            initializer=FusedInitializer(kernel_initializers),
             regularizer=self.kernel_regularizer,
             constraint=self.kernel_constraint,
         )
         self.bias = self.add_weight(
             name="bias",
             shape=(n * channels,),
-            initializer=FusedInitializer([bias_initializers[b] for b in self._learned]),
+            initializer=FusedInitializer(bias_initializers),
             regularizer=self.bias_regularizer,
             constraint=self.bias_constraint,
         )
@@ -240,20 +281,4 @@ class HighwayBase(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        serialize_init = keras.initializers.serialize
-        return {
-            **super().get_config(),
-            "activation": keras.activations.serialize(self.activation),
-            "variant": self.variant,
-            "kernel_initializer": serialize_init(self.kernel_initializer),
-            "bias_initializer": serialize_init(self.bias_initializer),
-            "transform_kernel_initializer": serialize_init(self.transform_kernel_initializer),
-            "transform_bias_initializer": serialize_init(self.transform_bias_initializer),
-            "carry_kernel_initializer": serialize_init(self.carry_kernel_initializer),
-            "carry_bias_initializer": serialize_init(self.carry_bias_initializer),
-            "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
-            "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
-            "activity_regularizer": keras.regularizers.serialize(self.activity_regularizer),
-            "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
-            "bias_constraint": keras.constraints.serialize(self.bias_constraint),
-        }
+        return {**super().get_config(), **self._highway_config()}

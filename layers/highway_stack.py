@@ -6,12 +6,10 @@ import numpy as np
 from keras import ops
 
 from layers._highway import (
-    LEARNED_BRANCHES,
-    VARIANTS,
     FusedInitializer,
+    HighwayArguments,
     _reseeded,
     combine,
-    get_bias_initializer,
 )
 
 # Initializers whose values do not depend on the shape's fans: one call fills the whole stack.
@@ -91,7 +89,7 @@ class _PerLayerInitializer(keras.initializers.Initializer):
 
 
 @keras.saving.register_keras_serializable(package="highway_zoo")
-class HighwayStack(keras.layers.Layer):
+class HighwayStack(HighwayArguments, keras.layers.Layer):
     """`depth` fully connected highway layers of one width, kept as stacked weights, run by a loop.
 
     Computes the same function as `depth` chained `HighwayDense` layers,
@@ -170,26 +168,14 @@ class HighwayStack(keras.layers.Layer):
     ):
         if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1. Received: depth={depth!r}")
-        if variant not in VARIANTS:
-            raise ValueError(
-                f"Unknown highway variant. Expected one of {VARIANTS} "
-                f"(Greff et al. 2017, Table 1a). Received: variant={variant!r}"
-            )
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         self.depth = int(depth)
-        self.activation = keras.activations.get(activation)
-        self.variant = variant
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = get_bias_initializer(bias_initializer)
-        self.transform_kernel_initializer = keras.initializers.get(transform_kernel_initializer)
-        self.transform_bias_initializer = get_bias_initializer(transform_bias_initializer)
-        self.carry_kernel_initializer = keras.initializers.get(carry_kernel_initializer)
-        self.carry_bias_initializer = get_bias_initializer(carry_bias_initializer)
-        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
-        self.kernel_constraint = keras.constraints.get(kernel_constraint)
-        self.bias_constraint = keras.constraints.get(bias_constraint)
-        self._learned = LEARNED_BRANCHES[variant]
+        self._set_highway_arguments(
+            activation, variant, kernel_initializer, bias_initializer,
+            transform_kernel_initializer, transform_bias_initializer, carry_kernel_initializer,
+            carry_bias_initializer, kernel_regularizer, bias_regularizer, kernel_constraint,
+            bias_constraint,
+        )
         self.lesioned_layers = set()
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
 
@@ -200,28 +186,19 @@ class HighwayStack(keras.layers.Layer):
                 "HighwayStack needs a defined last axis to create its weights. "
                 f"Received: input_shape={tuple(input_shape)}"
             )
-        kernel_initializers = {
-            "h": self.kernel_initializer,
-            "t": self.transform_kernel_initializer or self.kernel_initializer,
-            "c": self.carry_kernel_initializer or self.kernel_initializer,
-        }
-        bias_initializers = {
-            "h": self.bias_initializer,
-            "t": self.transform_bias_initializer,
-            "c": self.carry_bias_initializer,
-        }
+        kernel_initializers, bias_initializers = self._branch_initializers()
         n = len(self._learned)
         self.kernel = self.add_weight(
             name="kernel",
             shape=(self.depth, d, n * d),
-            initializer=_PerLayerInitializer([kernel_initializers[b] for b in self._learned]),
+            initializer=_PerLayerInitializer(kernel_initializers),
             regularizer=self.kernel_regularizer,
             constraint=self.kernel_constraint,
         )
         self.bias = self.add_weight(
             name="bias",
             shape=(self.depth, n * d),
-            initializer=_PerLayerInitializer([bias_initializers[b] for b in self._learned]),
+            initializer=_PerLayerInitializer(bias_initializers),
             regularizer=self.bias_regularizer,
             constraint=self.bias_constraint,
         )
@@ -401,24 +378,7 @@ class HighwayStack(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        serialize_init = keras.initializers.serialize
-        return {
-            **super().get_config(),
-            "depth": self.depth,
-            "activation": keras.activations.serialize(self.activation),
-            "variant": self.variant,
-            "kernel_initializer": serialize_init(self.kernel_initializer),
-            "bias_initializer": serialize_init(self.bias_initializer),
-            "transform_kernel_initializer": serialize_init(self.transform_kernel_initializer),
-            "transform_bias_initializer": serialize_init(self.transform_bias_initializer),
-            "carry_kernel_initializer": serialize_init(self.carry_kernel_initializer),
-            "carry_bias_initializer": serialize_init(self.carry_bias_initializer),
-            "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
-            "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
-            "activity_regularizer": keras.regularizers.serialize(self.activity_regularizer),
-            "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
-            "bias_constraint": keras.constraints.serialize(self.bias_constraint),
-        }
+        return {**super().get_config(), "depth": self.depth, **self._highway_config()}
 
 
 def stack_weights(layers):
