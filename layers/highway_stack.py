@@ -11,6 +11,7 @@ from layers._highway import (
     _reseeded,
     combine,
 )
+from layers._stack_loop import backprop_from_output, highway_stack, highway_stack_inference
 
 # Initializers whose values do not depend on the shape's fans: one call fills the whole stack.
 _FAN_FREE = (
@@ -257,9 +258,18 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         xs = (kernel, bias) if keep is None else (kernel, bias, keep)
         return ops.scan(step, x, xs)
 
-    def call(self, inputs):
-        y, _ = self._scan(inputs, lambda x, h, t, c, y: y)
-        return y
+    def call(self, inputs, training=None):
+        if self.lesioned_layers or backprop_from_output(self.activation) is None:
+            # Autodiff through the loop: any activation, and lesioning for the analyses.
+            y, _ = self._scan(inputs, lambda x, h, t, c, y: y)
+            return y
+        d = inputs.shape[-1]
+        x = ops.reshape(inputs, (-1, d))
+        kernel = ops.cast(self.kernel, self.compute_dtype)
+        bias = ops.cast(self.bias, self.compute_dtype)
+        run = highway_stack_inference if training is False else highway_stack
+        y = run(x, kernel, bias, self.activation, self.variant, self._learned)
+        return ops.reshape(y, ops.shape(inputs))
 
     # -- analysis ------------------------------------------------------------------------------
 

@@ -7,16 +7,17 @@ import pytest
 import tensorflow as tf
 from layer_test_helper import run_layer_battery
 
-from layers import HighwayDense
+from layers import VARIANTS, HighwayDense
 from layers.highway_stack import HighwayStack, stack_weights, unstack_weights
 
 DEPTH, WIDTH, BATCH = 7, 6, 5
 
 
-def _pair(variant, seed=0):
+def _pair(variant, seed=0, activation="tanh"):
     """A built stack with non-trivial weights and the equivalent HighwayDense chain."""
     keras.utils.set_random_seed(seed)
-    stack = HighwayStack(DEPTH, variant=variant, bias_initializer="random_normal",
+    stack = HighwayStack(DEPTH, activation=activation, variant=variant,
+                         bias_initializer="random_normal",
                          transform_bias_initializer="random_normal",
                          carry_bias_initializer="random_normal")
     stack.build((None, WIDTH))
@@ -50,6 +51,79 @@ def test_outputs_and_gradients_match_the_per_layer_chain(variant):
     g_chain = tape.gradient(loss_chain, [w for layer in layers for w in (layer.kernel, layer.bias)])
     np.testing.assert_allclose(g_kernel, np.stack(g_chain[0::2]), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g_bias, np.stack(g_chain[1::2]), rtol=1e-5, atol=1e-6)
+
+
+def _loss_and_grads(fn, x, weights, jit=False):
+    """sum(sin(fn(x))) and its gradients for x and `weights`, computed in a tf.function."""
+
+    @tf.function(jit_compile=jit)
+    def run(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+            loss = tf.reduce_sum(tf.sin(y))
+        return y, tape.gradient(loss, [x, *weights])
+
+    return run(tf.constant(x))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("activation", ["tanh", "sigmoid", "relu", "linear", "elu"])
+def test_fast_path_matches_the_per_layer_chain_in_a_graph(variant, activation):
+    # tanh, sigmoid, relu and linear take the hand-written backward pass; elu (no derivative in
+    # terms of the output) autodiffs through the loop. Both must equal the HighwayDense chain.
+    stack, layers = _pair(variant, activation=activation)
+    x = np.random.default_rng(2).normal(size=(2, BATCH, WIDTH)).astype("float32")  # 3-D input
+    y_stack, (gx, g_kernel, g_bias) = _loss_and_grads(stack, x, [stack.kernel, stack.bias])
+    chain_weights = [w for layer in layers for w in (layer.kernel, layer.bias)]
+    y_chain, (gx_chain, *g_chain) = _loss_and_grads(lambda x: _chain(layers, x), x,
+                                                    chain_weights)
+
+    def close(actual, desired):  # float32 round-off, relative to the array's scale
+        desired = np.asarray(desired)
+        np.testing.assert_allclose(actual, desired, rtol=1e-5,
+                                   atol=1e-6 * max(1.0, np.abs(desired).max()))
+
+    close(y_stack, y_chain)
+    close(gx, gx_chain)
+    close(g_kernel, np.stack(g_chain[0::2]))
+    close(g_bias, np.stack(g_chain[1::2]))
+    # Inference (training=False) runs the loop without keeping activations: same outputs.
+    close(stack(x, training=False), y_chain)
+
+
+def test_fast_path_compiles_with_xla():
+    stack, layers = _pair("coupled")
+    y, (gx, g_kernel, _) = _loss_and_grads(stack, _x(), [stack.kernel, stack.bias], jit=True)
+    y_chain, (gx_chain, *g_chain) = _loss_and_grads(
+        lambda x: _chain(layers, x), _x(), [w for layer in layers for w in layer.weights])
+    np.testing.assert_allclose(y, y_chain, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g_kernel, np.stack(g_chain[0::2]), rtol=1e-5, atol=1e-5)
+
+
+def test_fast_path_trains_like_the_per_layer_net():
+    # A few Adam steps from the same weights on the same batches end at the same weights.
+    stack, layers = _pair("coupled")
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(32, WIDTH)).astype("float32")
+    y = rng.integers(0, 3, 32)
+
+    def model(hidden):
+        inputs = keras.Input((WIDTH,))
+        h = inputs
+        for layer in hidden:
+            h = layer(h)
+        head = keras.layers.Dense(3, activation="softmax", kernel_initializer="ones")
+        m = keras.Model(inputs, head(h))
+        m.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
+        return m
+
+    stacked, per_layer = model([stack]), model(layers)
+    for _ in range(5):
+        stacked.train_on_batch(x, y)
+        per_layer.train_on_batch(x, y)
+    np.testing.assert_allclose(stack.kernel, np.stack([layer.kernel for layer in layers]),
+                               rtol=1e-4, atol=1e-5)
 
 
 def test_traced_in_a_model_with_unknown_batch():

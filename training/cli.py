@@ -185,6 +185,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-process", action="store_true",
                    help="train every net in this process (faster; no per-run peak memory "
                    "or CPU time)")
+
+    p = sub.add_parser("bench", help="benchmarks: this project against NumPy, PyTorch and "
+                       "plain Keras; wide, conv and serving speed (quick set by default)")
+    p.add_argument("--full", action="store_true",
+                   help="the full set the README quotes (about an hour; writes bench/results)")
+    p.add_argument("--only", type=lambda s: [n for n in s.split(",") if n],
+                   help="comma-separated subset: headline,wide,conv,serving")
+    p.add_argument("--out", help="results directory (default ./bench_results for the quick "
+                   "set, bench/results for --full)")
     return parser
 
 
@@ -251,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
                   activation=args.activation, transform_bias=args.transform_bias or -2.0,
                   init=args.init, epochs=args.epochs, data_dir=args.data_dir, out=args.out,
                   isolate=not args.in_process)
+        elif args.command == "bench":
+            from bench.suite import run as run_benchmarks
+
+            return run_benchmarks(full=args.full, out_dir=args.out, only=args.only)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"highway-zoo {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -1,0 +1,39 @@
+"""What the benchmark scripts share: running one measurement in a fresh process, the machine's
+description, and writing results atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_child(module: str, args: list[str], timeout: float | None = None) -> dict:
+    """`python -m module *args` in a fresh process; its last stdout line, parsed as JSON."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          check=False, env=env, cwd=ROOT, timeout=timeout)
+    if proc.returncode:
+        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def machine() -> str:
+    return (f"{platform.machine()}, {os.cpu_count()} cores, "
+            f"{platform.python_implementation()} {platform.python_version()}")
+
+
+def write_results(path: Path, summary: dict) -> None:
+    """Writes `summary` (plus machine and date) as JSON via a temporary file and a rename."""
+    summary = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), **summary}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    os.replace(tmp, path)
+    print(f"\nWrote {path}")

@@ -1,0 +1,272 @@
+"""The headline experiment, this project against what a user would write instead.
+
+    python -m bench.headline [--depths 10,30,100,1000] [--repeats 3] [--epochs 12]
+                             [--implementations numpy,pytorch,keras_two_dense,...]
+                             [--width 50 --batch-size 128] [--out bench/results/headline.json]
+
+784 -> 50 tanh, N coupled highway blocks of width 50 (b_T = -2), softmax 10; Adam 5e-3,
+global-norm clip 5, batch 128, 12 epochs on 4,000 MNIST training images, tested on 1,000
+(the offline sample, or the first 4,000 / 1,000 of full MNIST when that is installed). Every
+(implementation, depth, repeat) runs in its own fresh process on the same data, the repeats
+interleaved so that a noisy spell on this shared machine hits all implementations alike.
+
+Reported per implementation and depth (medians over repeats): time to first step (model
+construction + the first optimiser step, which includes tracing for Keras), steady-state steps/s
+(epochs after the first), total training time (construction + every epoch; no evaluation),
+final training loss and test accuracy (so that speed is never bought with a different result),
+peak RSS of the process and the training memory above the RSS before the model was built, and
+the ratios of highway-zoo's numbers to each alternative's, from the same run. Per-layer Keras
+graphs are not run beyond `--max-graph-depth` (tracing a 1000-layer one takes minutes; see
+bench/results/build_time.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench._common import run_child, write_results
+from bench.implementations import IMPLEMENTATIONS, PER_LAYER_GRAPHS, available
+
+RESULTS = Path(__file__).resolve().parent / "results" / "headline.json"
+OURS = "highway_zoo"
+
+
+def load_data(n_train: int = 4000, n_test: int = 1000) -> tuple[dict, str]:
+    """MNIST as float32 (N, 784) in [0, 1] and int64 labels, and where it came from."""
+    import warnings
+
+    import numpy as np
+
+    from training.data import OfflineFallbackWarning, load_dataset
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OfflineFallbackWarning)
+        dataset = load_dataset("mnist")
+
+    def arrays(split, n):
+        images, labels = [], []
+        for image, label in split.take(n).as_numpy_iterator():
+            images.append(image)
+            labels.append(label)
+        x = np.stack(images).reshape(len(images), -1).astype(np.float32) / 255.0
+        return x, np.asarray(labels, dtype=np.int64)
+
+    x_train, y_train = arrays(dataset.train, n_train)
+    x_test, y_test = arrays(dataset.test, n_test)
+    data = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
+    return data, dataset.source
+
+
+def _rss_mb() -> float:
+    """Current resident set size (Linux), MB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def child(name: str, depth: int, data_file: str, options: dict) -> dict:
+    """Runs in a fresh process: trains once, adds memory figures."""
+    import numpy as np
+
+    from bench.implementations import train
+
+    with np.load(data_file) as f:
+        data = {key: f[key] for key in f.files}
+    # Import the framework before the baseline, so that its own footprint is not counted.
+    for module in {"numpy": (), "pytorch": ("torch",)}.get(name, ("keras", "zoo")):
+        __import__(module)
+    __import__(IMPLEMENTATIONS[name][0])
+    baseline = _rss_mb()
+    result = train(name, data, depth=depth, **options)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {**result, "peak_rss_mb": peak, "baseline_rss_mb": baseline,
+            "train_mem_mb": max(peak - baseline, 0.0)}
+
+
+def summarise(name: str, depth: int, runs: list[dict]) -> dict:
+    """Medians over repeats of the per-run figures."""
+
+    def median(values):
+        return statistics.median(values)
+
+    def steady(run):  # steps/s over the epochs after the first (tracing is in the first)
+        later = run["epoch_s"][1:] or run["epoch_s"]
+        return run["steps_per_epoch"] / statistics.median(later)
+
+    return {
+        "implementation": name,
+        "depth": depth,
+        "repeats": len(runs),
+        "params": runs[0]["params"],
+        "to_first_step_s": median(r["build_s"] + r["first_step_s"] for r in runs),
+        "steady_steps_per_s": median(steady(r) for r in runs),
+        "total_s": median(r["total_s"] for r in runs),
+        "final_loss": median(r["final_loss"] for r in runs),
+        "test_accuracy": median(r["test_accuracy"] for r in runs),
+        "peak_rss_mb": median(r["peak_rss_mb"] for r in runs),
+        "train_mem_mb": median(r["train_mem_mb"] for r in runs),
+        "runs": runs,
+    }
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    """highway-zoo against each alternative at each depth, from medians of the same run:
+    total time and time to first step as ours / theirs (< 1 is faster), steps/s as ours /
+    theirs (> 1 is faster)."""
+    by = {(r["implementation"], r["depth"]): r for r in rows}
+    out = []
+    for (name, depth), theirs in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        ours = by.get((OURS, depth))
+        if name == OURS or ours is None:
+            continue
+        out.append({
+            "depth": depth, "versus": name,
+            "total_time": ours["total_s"] / theirs["total_s"],
+            "to_first_step": ours["to_first_step_s"] / theirs["to_first_step_s"],
+            "steady_steps_per_s": ours["steady_steps_per_s"] / theirs["steady_steps_per_s"],
+        })
+    return out
+
+
+def memory_per_layer(rows: list[dict], batch_size: int) -> dict | None:
+    """Training memory added per highway layer per example, from highway-zoo's two deepest
+    runs (the slope of training memory against depth)."""
+    ours = sorted((r for r in rows if r["implementation"] == OURS), key=lambda r: r["depth"])
+    if len(ours) < 2:
+        return None
+    lo, hi = ours[-2], ours[-1]
+    slope_mb = (hi["train_mem_mb"] - lo["train_mem_mb"]) / (hi["depth"] - lo["depth"])
+    return {"from_depth": lo["depth"], "to_depth": hi["depth"],
+            "bytes_per_layer_per_example": slope_mb * 2**20 / batch_size,
+            "train_mem_mb": {lo["depth"]: lo["train_mem_mb"], hi["depth"]: hi["train_mem_mb"]}}
+
+
+def format_tables(summary: dict) -> str:
+    lines = [
+        "| depth | implementation | to first step (s) | steps/s | total (s) | final loss "
+        "| test acc | train mem (MB) |",
+        "| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in summary["results"]:
+        lines.append(
+            f"| {r['depth']} | {r['implementation']} | {r['to_first_step_s']:.2f} | "
+            f"{r['steady_steps_per_s']:.0f} | {r['total_s']:.2f} | {r['final_loss']:.3f} | "
+            f"{r['test_accuracy']:.3f} | {r['train_mem_mb']:.0f} |")
+    for s in summary["skipped"]:
+        lines.append(f"| {s['depth']} | {s['implementation']} | not run: {s['reason']} "
+                     "| | | | | |")
+    if summary["ratios"]:
+        lines += ["", "| depth | highway-zoo vs | total time (ours/theirs) | to first step "
+                  "(ours/theirs) | steps/s (ours/theirs) |", "| ---: | :--- | ---: | ---: | ---: |"]
+        for q in summary["ratios"]:
+            lines.append(f"| {q['depth']} | {q['versus']} | {q['total_time']:.2f} | "
+                         f"{q['to_first_step']:.2f} | {q['steady_steps_per_s']:.2f} |")
+    memory = summary.get("memory_per_layer")
+    if memory:
+        lines += ["", f"highway-zoo training memory: {memory['bytes_per_layer_per_example']:.0f} "
+                  f"bytes per layer per example (slope from depth {memory['from_depth']} to "
+                  f"{memory['to_depth']})"]
+    return "\n".join(lines)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+def _names(text: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [n for n in names if n not in IMPLEMENTATIONS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown implementation(s) {unknown}; choose from {', '.join(IMPLEMENTATIONS)}")
+    return names
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.headline",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--depths", type=_ints, default=[10, 30, 100, 1000])
+    p.add_argument("--implementations", type=_names, default=list(IMPLEMENTATIONS))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=12)
+    p.add_argument("--width", type=int, default=50)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="stop every run after this many steps (wide or quick runs)")
+    p.add_argument("--max-graph-depth", type=int, default=100,
+                   help="deepest net run with a per-layer Keras graph")
+    p.add_argument("--timeout", type=int, default=3600, help="seconds per run")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--options", default="{}", help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.child:
+        name, depth, data_file = args.child
+        print(json.dumps(child(name, int(depth), data_file, json.loads(args.options))))
+        return 0
+
+    options = {"width": args.width, "epochs": args.epochs, "batch_size": args.batch_size,
+               "max_steps": args.max_steps}
+    skipped, plan = [], []
+    for depth in args.depths:
+        for name in args.implementations:
+            if not available(name):
+                skipped.append({"implementation": name, "depth": depth,
+                                "reason": "not installed (pip install -e '.[bench]')"})
+            elif name in PER_LAYER_GRAPHS and depth > args.max_graph_depth:
+                skipped.append({"implementation": name, "depth": depth,
+                                "reason": f"per-layer graph deeper than --max-graph-depth "
+                                          f"{args.max_graph_depth}"})
+            else:
+                plan.append((name, depth))
+
+    data, source = load_data()
+    runs: dict[tuple[str, int], list[dict]] = {key: [] for key in plan}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        data_file = os.path.join(tmp, "data.npz")
+        import numpy as np
+
+        np.savez(data_file, **data)
+        total = len(plan) * args.repeats
+        for repeat in range(args.repeats):
+            for i, (name, depth) in enumerate(plan):
+                run = run_child("bench.headline", ["--child", name, str(depth), data_file,
+                                                   "--options", json.dumps(options)],
+                                args.timeout)
+                runs[(name, depth)].append(run)
+                done = repeat * len(plan) + i + 1
+                print(f"[{done}/{total}] {name} depth {depth}: total {run['total_s']:.2f} s, "
+                      f"loss {run['final_loss']:.3f}, acc {run['test_accuracy']:.3f} "
+                      f"({time.perf_counter() - started:.0f} s elapsed)", flush=True)
+
+    rows = [summarise(name, depth, runs[(name, depth)]) for name, depth in plan]
+    summary = {
+        "data": f"{len(data['x_train'])} train / {len(data['x_test'])} test images from {source}",
+        "settings": {**options, "learning_rate": 5e-3, "clipnorm": 5.0, "transform_bias": -2.0,
+                     "repeats": args.repeats},
+        "implementations": {n: IMPLEMENTATIONS[n][2] for n in args.implementations},
+        "results": rows,
+        "skipped": skipped,
+        "ratios": ratios(rows),
+        "memory_per_layer": memory_per_layer(rows, args.batch_size),
+    }
+    print()
+    print(format_tables(summary))
+    write_results(args.out, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

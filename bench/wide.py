@@ -1,0 +1,154 @@
+"""The wide case: compute-bound training, as a fraction of the same machine's matmul speed.
+
+    python -m bench.wide [--width 1024 --depth 10 --batch-size 512] [--epochs 4] [--repeats 3]
+
+The headline network at width 1024 (784 -> 1024 tanh, 10 coupled highway blocks of 1024,
+softmax 10), batch 512, trained on the 4,000 MNIST images for `--epochs` epochs by each
+implementation in its own process. Each process also times, in its own framework, a matmul of
+the highway layer's size, (batch, width) @ (width, 2 * width). Reported (medians over repeats):
+steady-state steps/s, the matmul FLOPs a training step does (forward 2*B*(784w + 2w^2*depth
++ 10w), backward twice that less the unneeded input gradient of the stem), the achieved GFLOP/s,
+the matmul's GFLOP/s and their ratio. Writes bench/results/wide.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench._common import run_child, write_results
+from bench.headline import _names, load_data
+from bench.implementations import available
+
+RESULTS = Path(__file__).resolve().parent / "results" / "wide.json"
+DEFAULT = ["numpy", "pytorch", "keras_per_layer", "highway_zoo"]
+
+
+def train_flops(batch: int, width: int, depth: int, inputs: int = 784, classes: int = 10) -> int:
+    """Matmul FLOPs of one training step (forward, backward; not the stem's input gradient)."""
+    forward = 2 * batch * (inputs * width + depth * width * 2 * width + width * classes)
+    return 3 * forward - 2 * batch * inputs * width
+
+
+def matmul_gflops(name: str, batch: int, width: int, repeats: int = 20) -> float:
+    """GFLOP/s of (batch, width) @ (width, 2 width) in the implementation's framework (median
+    of `repeats` timed calls after warm-up)."""
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((batch, width)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((width, 2 * width)).astype(np.float32)
+    if name == "numpy":
+        def call():
+            return a @ b
+    elif name == "pytorch":
+        import torch
+
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+
+        def call():
+            return ta @ tb
+    else:
+        import tensorflow as tf
+
+        ta, tb = tf.constant(a), tf.constant(b)
+        matmul = tf.function(tf.matmul)
+
+        def call():
+            return matmul(ta, tb).numpy()
+    for _ in range(3):
+        call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return 2 * batch * width * 2 * width / statistics.median(times) / 1e9
+
+
+def child(name: str, data_file: str, options: dict) -> dict:
+    import numpy as np
+
+    from bench.implementations import train
+
+    with np.load(data_file) as f:
+        data = {key: f[key] for key in f.files}
+    result = train(name, data, **options)
+    result["matmul_gflops"] = matmul_gflops(name, options["batch_size"], options["width"])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.wide", description=__doc__.splitlines()[0])
+    p.add_argument("--implementations", type=_names, default=DEFAULT)
+    p.add_argument("--width", type=int, default=1024)
+    p.add_argument("--depth", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--options", default="{}", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(*args.child, json.loads(args.options))))
+        return 0
+
+    names = [n for n in args.implementations if available(n)]
+    options = {"depth": args.depth, "width": args.width, "batch_size": args.batch_size,
+               "epochs": args.epochs}
+    flops = train_flops(args.batch_size, args.width, args.depth)
+    data, source = load_data()
+    runs = {n: [] for n in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        import numpy as np
+
+        data_file = os.path.join(tmp, "data.npz")
+        np.savez(data_file, **data)
+        for repeat in range(args.repeats):
+            for name in names:
+                run = run_child("bench.wide", ["--child", name, data_file,
+                                               "--options", json.dumps(options)])
+                runs[name].append(run)
+                print(f"[{repeat + 1}/{args.repeats}] {name}: epochs "
+                      f"{', '.join(f'{s:.2f}' for s in run['epoch_s'])} s, matmul "
+                      f"{run['matmul_gflops']:.0f} GFLOP/s", flush=True)
+
+    rows = []
+    for name in names:
+        def steady(run):
+            return run["steps_per_epoch"] / statistics.median(run["epoch_s"][1:] or run["epoch_s"])
+
+        ratios = [steady(r) * flops / 1e9 / r["matmul_gflops"] for r in runs[name]]
+        steps = statistics.median(steady(r) for r in runs[name])
+        rows.append({
+            "implementation": name, "steady_steps_per_s": steps,
+            "gflops": steps * flops / 1e9,
+            "matmul_gflops": statistics.median(r["matmul_gflops"] for r in runs[name]),
+            "fraction_of_matmul": statistics.median(ratios),
+            "final_loss": statistics.median(r["final_loss"] for r in runs[name]),
+            "runs": runs[name],
+        })
+    print(f"\nwidth {args.width}, depth {args.depth}, batch {args.batch_size}: "
+          f"{flops / 1e9:.1f} GFLOP per training step")
+    print("| implementation | steps/s | GFLOP/s | matmul GFLOP/s | fraction of matmul |")
+    print("| :--- | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['implementation']} | {r['steady_steps_per_s']:.2f} | {r['gflops']:.0f} | "
+              f"{r['matmul_gflops']:.0f} | {r['fraction_of_matmul']:.0%} |")
+    summary = {
+        "data": source,
+        "settings": {**options, "repeats": args.repeats}, "train_flops_per_step": flops,
+        "results": rows,
+    }
+    write_results(args.out, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
