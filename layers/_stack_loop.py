@@ -36,6 +36,10 @@ def _tensorflow_kernels():
     }
 
 
+# Layers per loop iteration: fewer iterations, less loop bookkeeping per layer.
+UNROLL = 1
+
+
 def backprop_from_output(activation):
     """`(y, dy) -> dy * activation'(z)` for `y = activation(z)`, where the fast path knows it;
     None for other activations."""
@@ -46,35 +50,53 @@ def backprop_from_output(activation):
     return _BACKPROP_FROM_OUTPUT[activation]
 
 
-def scan(step, init, xs, num_outputs, reverse=False):
+def scan(step, init, xs, num_outputs, reverse=False, unroll=None):
     """`keras.ops.scan(step, init, xs, reverse=reverse)` for a one-tensor carry and `step`
     outputs that are a tuple of `num_outputs` tensors of the carry's dtype.
 
     On TensorFlow, Keras's `scan` keeps the carry in a TensorArray and sets no iteration bound
     (so XLA cannot compile it); this is a plain `tf.while_loop` with the carry as a loop variable,
-    the stacked `xs` indexed in place, and `maximum_iterations` set.
+    the stacked `xs` indexed in place, `maximum_iterations` set, and `unroll` steps per
+    iteration (the `n % unroll` left over run before the loop, or after it when `reverse`): the
+    graph holds at most `2 * unroll - 1` copies of `step` whatever `n` is.
     """
+    unroll = UNROLL if unroll is None else unroll
     if keras.backend.backend() != "tensorflow":
-        return ops.scan(step, init, xs, reverse=reverse)
+        return ops.scan(step, init, xs, reverse=reverse, unroll=unroll)
     import tensorflow as tf
 
     n = xs[0].shape[0]
+    k = max(1, min(unroll, n))
+    rest = n % k
     arrays = tuple(
         tf.TensorArray(init.dtype, size=n, element_shape=None, infer_shape=True)
         for _ in range(num_outputs)
     )
 
-    def body(i, carry, arrays):
-        carry, outputs = step(carry, tuple(tf.gather(x, i) for x in xs))
-        arrays = tuple(a.write(i, y) for a, y in zip(arrays, outputs))
-        return (i - 1 if reverse else i + 1), carry, arrays
+    def steps(indices, carry, arrays):
+        for i in indices:
+            carry, outputs = step(carry, tuple(tf.gather(x, i) for x in xs))
+            arrays = tuple(a.write(i, y) for a, y in zip(arrays, outputs))
+        return carry, arrays
 
+    def body(block, carry, arrays):
+        first = rest + block * k  # the block's lowest index
+        order = range(k - 1, -1, -1) if reverse else range(k)
+        carry, arrays = steps([first + j for j in order], carry, arrays)
+        return (block - 1 if reverse else block + 1), carry, arrays
+
+    blocks = n // k
+    carry = init
+    if not reverse:
+        carry, arrays = steps(range(rest), carry, arrays)
     _, carry, arrays = tf.while_loop(
-        (lambda i, *_: i >= 0) if reverse else (lambda i, *_: i < n),
+        (lambda b, *_: b >= 0) if reverse else (lambda b, *_: b < blocks),
         body,
-        (n - 1 if reverse else 0, init, arrays),
-        maximum_iterations=n,
+        (blocks - 1 if reverse else 0, carry, arrays),
+        maximum_iterations=blocks,
     )
+    if reverse:
+        carry, arrays = steps(range(rest - 1, -1, -1), carry, arrays)
     return carry, tuple(a.stack() for a in arrays)
 
 

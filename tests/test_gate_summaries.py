@@ -15,6 +15,7 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 import zoo
+from layers.highway_stack import unstack_weights
 from training.callbacks import GateSummaries, histogram_buckets, take_examples
 from zoo.analysis import highway_layers
 from zoo.analysis.gates import probe
@@ -87,6 +88,67 @@ def test_summaries_every_epoch_with_fit_per_epoch_as_the_trainer_does(tmp_path):
     assert gates["epochs"][0]["transform_bias_mean"] == pytest.approx([-2.0] * 3)
 
 
+def stacked_pair(depth=4, width=6):
+    """A stacked FC net with gate biases that differ by layer, and the per-layer net with the
+    same weights, both compiled with plain SGD (so they train alike)."""
+    keras.utils.set_random_seed(0)
+    stacked = zoo.load("highway_fc10_mnist", depth=depth, width=width, stacked=True)
+    stack = stacked.get_layer("highway_stack")
+    bias = keras.ops.convert_to_numpy(stack.bias)
+    bias[:, width:] = -np.arange(1, depth)[:, None] + 0.2 * np.arange(width)[None]
+    stack.bias.assign(bias)
+    per_layer = zoo.load("highway_fc10_mnist", depth=depth, width=width)
+    for name in ("stem_dense", "logits"):
+        per_layer.get_layer(name).set_weights(stacked.get_layer(name).get_weights())
+    for i, (kernel, b) in enumerate(unstack_weights(stack), start=1):
+        per_layer.get_layer(f"highway_{i}").set_weights([kernel, b])
+    for model in (stacked, per_layer):
+        model.compile(keras.optimizers.SGD(0.05), "sparse_categorical_crossentropy")
+    return stacked, per_layer
+
+
+def test_a_stacked_net_gets_the_per_layer_nets_summaries(tmp_path):
+    stacked, per_layer = stacked_pair()
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (64, 28, 28, 1)).astype(np.float32)
+    y = rng.integers(0, 10, 64)
+    for name, model in (("stacked", stacked), ("per_layer", per_layer)):
+        callback = GateSummaries(tmp_path / name / "tensorboard", (x[:24], y[:24]), examples=24)
+        model.fit(x, y, batch_size=32, epochs=2, shuffle=False, callbacks=[callback], verbose=0)
+    layers = ["highway_1", "highway_2", "highway_3"]
+    mean_t = direct_mean_t(per_layer, x[:24])
+    assert list(mean_t) == layers
+    got = check_events(tmp_path / "stacked" / "tensorboard", layers, units=6, examples=24,
+                       mean_t=mean_t, last_step=2)
+    expected = read_events(tmp_path / "per_layer" / "tensorboard")
+    assert sorted(got) == sorted(expected)
+    assert {tag.split("/")[0] for tag in got} == {
+        "transform_gate", "mean_transform_gate", "transform_bias", "gates"}
+    assert {tag.split("/", 1)[1] for tag in got if not tag.startswith("gates/")} == set(layers)
+    for tag in got:
+        assert [step for step, _ in got[tag]] == [step for step, _ in expected[tag]], tag
+        if tag == "gates/fig2":
+            continue  # a PNG of a matplotlib figure: compared by the numbers behind it
+        for (_, mine), (_, theirs) in zip(got[tag], expected[tag]):
+            if tag == "gates/mean_T_heatmap":
+                mine, theirs = (tf.io.decode_png(v[2]).numpy().astype(int) for v in (mine,
+                                                                                      theirs))
+                assert np.abs(mine - theirs).max() <= 1, tag  # uint8 rounding
+            else:
+                np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-6, err_msg=tag)
+    means = [got[f"mean_transform_gate/{name}"][0][1] for name in layers]
+    assert np.all(np.diff(means) < 0)  # biases fall by layer: a mixed-up layer would show
+    gates = {name: json.loads((tmp_path / name / "gates.json").read_text())
+             for name in ("stacked", "per_layer")}
+    assert gates["stacked"]["layers"] == layers
+    assert {k: v for k, v in gates["stacked"].items() if k != "epochs"} == {
+        k: v for k, v in gates["per_layer"].items() if k != "epochs"}
+    for mine, theirs in zip(gates["stacked"]["epochs"], gates["per_layer"]["epochs"]):
+        assert mine["epoch"] == theirs["epoch"]
+        for key in ("mean_t", "std_t", "transform_bias_mean"):
+            np.testing.assert_allclose(mine[key], theirs[key], rtol=1e-4, atol=2e-6)
+
+
 def test_plain_nets_get_no_summaries(tmp_path):
     model = zoo.load("plain_fc10_mnist", depth=3, width=5)
     model.compile("adam", "sparse_categorical_crossentropy")
@@ -132,34 +194,41 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     from zoo.analysis import highway_layers
     from zoo.analysis.gates import probe
 
-    run_dir = sys.argv[1]
+    run_dir, stacked = sys.argv[1], sys.argv[2] == "stacked"
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = zoo.load("highway_fc10_mnist", depth=4, width=6)
+        model = zoo.load("highway_fc10_mnist", depth=4, width=6, stacked=stacked)
         model.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (128, 28, 28, 1)).astype(np.float32)
     y = rng.integers(0, 10, 128)
     callback = GateSummaries(run_dir + "/tensorboard", (x[:32], y[:32]))
     model.fit(x, y, batch_size=32, epochs=2, callbacks=[callback], verbose=0)
-    io = probe(model)(x[:32])
-    mean_t = {l.name: float(np.mean(l.transform_gate(io[l.name][0]).numpy()))
-              for l in highway_layers(model)}
+    if stacked:  # straight from the stack: T of every layer, (depth, batch, units)
+        stack = model.get_layer("highway_stack")
+        ts = stack.transform_gates(keras.Model(model.input, stack.input)(x[:32])).numpy()
+        mean_t = {name: float(np.mean(t)) for name, t in zip(stack.layer_names(), ts)}
+    else:
+        io = probe(model)(x[:32])
+        mean_t = {l.name: float(np.mean(l.transform_gate(io[l.name][0]).numpy()))
+                  for l in highway_layers(model)}
+    weights = model.get_layer("highway_stack" if stacked else "highway_1").kernel
     print(json.dumps({"replicas": strategy.num_replicas_in_sync,
-                      "variable": type(model.get_layer("highway_1").kernel.value).__name__,
-                      "mean_t": mean_t}))
+                      "variable": type(weights.value).__name__, "mean_t": mean_t}))
 """)
 
 
-def test_summaries_under_a_two_replica_mirrored_strategy(tmp_path):
+@pytest.mark.parametrize("form", ["per_layer", "stacked"])
+def test_summaries_under_a_two_replica_mirrored_strategy(tmp_path, form):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
-    run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, str(tmp_path)], cwd=REPO,
-                         env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, str(tmp_path), form],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["replicas"] == 2 and "Mirrored" in result["variable"]
     layers = list(result["mean_t"])
+    assert layers == ["highway_1", "highway_2", "highway_3"]
     check_events(tmp_path / "tensorboard", layers, units=6, examples=32,
                  mean_t=result["mean_t"], last_step=2)
     gates = json.loads((tmp_path / "gates.json").read_text())

@@ -9,6 +9,10 @@
 for a run trained with the GateSummaries callback, the T-gate evolution (PNG and GIF), with
 every number behind them in analysis.json (`zoo.analysis.analyze`). `tensorboard` starts
 TensorBoard on a run's `RUN_DIR/tensorboard` (the GateSummaries log directory).
+
+A run trained `--stacked` (one `HighwayStack`) is loaded stacked (its recorded overrides) and
+analysed as it is, without converting it: its layers are named, numbered and measured as those
+of the per-layer net (`highway_1`, ...; `zoo.analysis.highway_layers`).
 """
 
 from __future__ import annotations

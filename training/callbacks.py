@@ -20,6 +20,10 @@ Each epoch it also rewrites `gates.json` beside the log directory (in the run di
 the per-layer mean T, std T and mean b_T by epoch (`zoo.analysis.evolution`), which
 `highway-zoo analyze` plots as the T-gate evolution and its GIF.
 
+A stacked net (`HighwayStack`) gets the same tags, rows and gates.json entries as the per-layer
+net with the same weights: one per layer it holds, named as in the per-layer net (`highway_1`,
+...), read out of the stack's per-layer gate tensor (`zoo.analysis.gates.GateProbe`).
+
 Distribution: Keras calls callbacks outside the replica context; the gates are computed
 there, eagerly, from the (mirrored) variables' values under `model.distribute_strategy`'s
 scope, so MirroredStrategy and MultiWorkerMirroredStrategy need nothing special. (A
@@ -44,7 +48,13 @@ from zoo.analysis.evolution import (
     updated_history,
     write_gate_history,
 )
-from zoo.analysis.gates import gate_statistics, highway_layers, per_unit, probe, transform_bias
+from zoo.analysis.gates import (
+    GateProbe,
+    gate_statistics,
+    highway_layers,
+    per_unit,
+    transform_biases,
+)
 
 DEFAULT_EXAMPLES = 256
 BUCKETS = 30  # tf.summary.histogram's default
@@ -163,7 +173,7 @@ class GateSummaries(keras.callbacks.Callback):
             self._layers = highway_layers(self.model)
             if not self._layers:
                 return False
-            self._probe = probe(self.model, self._layers)
+            self._probe = GateProbe(self.model, self._layers)
         if self._images is None:
             rank = len(self.model.inputs[0].shape) - 1
             self._images, self._labels = take_examples(self.sample_batch, self.examples, rank)
@@ -182,13 +192,14 @@ class GateSummaries(keras.callbacks.Callback):
     def _gates(self) -> list[dict[str, Any]]:
         """Per layer: T values, per-unit mean T and b_T on the sample batch."""
         with self.model.distribute_strategy.scope():
-            outputs = self._probe(self._images, training=False)
+            gates = self._probe.gates(self._images, numpy=True)
+            biases = transform_biases(self._layers)
             result = []
-            for layer in self._layers:
-                t = keras.ops.convert_to_numpy(layer.transform_gate(outputs[layer.name][0]))
+            for layer, bias in zip(self._layers, biases):
+                t = gates[layer.name]
                 result.append({"name": layer.name, "t": t,
                                "unit_mean": per_unit(t, layer.channel_axis).mean(axis=0),
-                               "bias": transform_bias(layer)})
+                               "bias": bias})
         return result
 
     def _write(self, step: int) -> None:

@@ -21,6 +21,8 @@ as stored in the dataset (the preprocessing is inside the graph):
 - ``logits``: ``logits`` float32 ``[batch, classes]``;
 - ``gates``: one float32 ``[batch]`` output per highway layer, named by the layer: the mean of
   its transform gate T(x) over the layer's units (and positions, for convolutions), per example.
+  A `HighwayStack`'s layers each get their own output, named as in the per-layer net
+  (``highway_1``, ...; `zoo.analysis.highway_layers`), computed by one loop over the stack.
 
 A version is written to a hidden temporary directory beside the version directories and
 renamed into place, so a server polling the directory never sees a half-written version;
@@ -183,10 +185,11 @@ def _weights_record(name: str, weights) -> dict[str, Any]:
 
 
 def highway_layers(model) -> list:
-    """The model's highway layers (HighwayDense, HighwayConv2D), in graph order."""
-    from layers import HighwayConv2D, HighwayDense
+    """`zoo.analysis.highway_layers`: the model's highway layers in graph order, a
+    `HighwayStack`'s as per-layer views named as in the per-layer net."""
+    from zoo.analysis.gates import highway_layers as analysis_highway_layers
 
-    return [layer for layer in model.layers if isinstance(layer, HighwayDense | HighwayConv2D)]
+    return analysis_highway_layers(model)
 
 
 def input_shape_of(model) -> tuple[int, ...]:
@@ -219,9 +222,9 @@ def _signature_fns(model) -> dict[str, Callable]:
     heads = keras.Model(model.inputs[0], {"logits": logits_layer.output, "output": output})
     gated = highway_layers(model)
     if gated:
-        gate_inputs = keras.Model(
-            model.inputs[0], {layer.name: layer.input for layer in gated}
-        )
+        from zoo.analysis.gates import GateProbe
+
+        gate_probe = GateProbe(model, gated)
 
     def checked(pixels):
         # Without this a wrong-rank image reaches the oneDNN convolution, whose shape CHECK
@@ -240,11 +243,9 @@ def _signature_fns(model) -> dict[str, Callable]:
         return {"logits": heads(checked(pixels), training=False)["logits"]}
 
     def gates(pixels):
-        inputs = gate_inputs(checked(pixels), training=False)
         activity = {}
-        for layer in gated:
-            t = layer.transform_gate(inputs[layer.name])
-            activity[layer.name] = tf.reduce_mean(t, axis=list(range(1, len(t.shape))))
+        for name, t in gate_probe.gates(checked(pixels)).items():
+            activity[name] = tf.reduce_mean(t, axis=list(range(1, len(t.shape))))
         return activity
 
     fns = {"serving_default": serving_default, "logits": logits}

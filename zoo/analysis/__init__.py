@@ -1,15 +1,18 @@
 """Analyses of trained highway nets: what the gates do, which layers matter.
 
     >>> import zoo
-    >>> from zoo.analysis import analyze, gate_statistics, lesioned
+    >>> from zoo.analysis import analyze, gate_statistics, highway_layer, lesioned
     >>> model = zoo.load("highway_fc50_mnist", weights="runs/fc50")
     >>> stats = gate_statistics(model, images, labels)       # Figs. 2-3, estimation errors
-    >>> with lesioned(model.get_layer("highway_3"), model=model):
+    >>> with lesioned(highway_layer(model, "highway_3"), model=model):
     ...     model.predict(images)                              # highway_3 copies its input
     >>> report = analyze(model, images, labels, "analysis/")  # every figure + analysis.json
 
 - `gates`: gate statistics, block outputs, per-class routing and estimation errors
-  (NIPS 2015 Figs. 2-3; Greff et al. 2017 §4.2), in one pass over the data.
+  (NIPS 2015 Figs. 2-3; Greff et al. 2017 §4.2), in one pass over the data; `highway_layers`,
+  which lists a `HighwayStack`'s layers as `StackedLayer` views named as in the per-layer net
+  (`highway_1`, ...), so everything here works on stacked nets (`zoo.load(..., stacked=True)`)
+  and gives the per-layer net's names and numbers; `highway_layer(model, name)` finds one.
 - `lesion`: closing a layer's gates (T := 0, C := 1: it returns its input) and the error
   that costs (NIPS 2015 Fig. 4), and the effective depth.
 - `evolution`: gates.json, the per-epoch mean T that `training.callbacks.GateSummaries`
@@ -18,18 +21,29 @@
 """
 
 from zoo.analysis.evolution import GATES_FILE, read_gate_history
-from zoo.analysis.gates import GateStatistics, gate_statistics, highway_layers, stages
+from zoo.analysis.gates import (
+    GateProbe,
+    GateStatistics,
+    StackedLayer,
+    gate_statistics,
+    highway_layer,
+    highway_layers,
+    stages,
+)
 from zoo.analysis.lesion import effective_depth, error_rate, lesion_errors, lesioned
 from zoo.analysis.report import REPORT_FILE, analyze
 
 __all__ = [
     "GATES_FILE",
     "REPORT_FILE",
+    "GateProbe",
     "GateStatistics",
+    "StackedLayer",
     "analyze",
     "effective_depth",
     "error_rate",
     "gate_statistics",
+    "highway_layer",
     "highway_layers",
     "lesion_errors",
     "lesioned",

@@ -12,6 +12,13 @@ Convolutional layers: T(x) and outputs are averaged over the spatial axes (heigh
 first, so a "unit" is a channel; estimation errors are taken per position and channel and
 then averaged over them (as Greff et al. do over "the three spatial dimensions").
 Layers narrower than the widest one are padded with NaN in the (layer x unit) arrays.
+
+Stacked nets (`layers.HighwayStack`, `zoo.load(..., stacked=True)`): `highway_layers` lists
+each of a stack's layers as a `StackedLayer`, a light view named as the per-layer net names
+that layer (`highway_1`, ...), and `GateProbe` reads every layer's input, output and T out of
+the stack's `(depth, ...)` analysis tensors, so every analysis (and the export's "gates"
+signature and the TensorBoard summaries) gives a stacked net the per-layer net's layers,
+names and numbers, without converting it.
 """
 
 from __future__ import annotations
@@ -23,23 +30,147 @@ from typing import Any
 import keras
 import numpy as np
 
-from layers import HighwayConv2D, HighwayDense
+from layers import HighwayConv2D, HighwayDense, HighwayStack
+
+
+class StackedLayer:
+    """Layer `index` of a `HighwayStack`, standing in for the `HighwayDense` it equals.
+
+    `name` is the name that layer has in the equivalent per-layer net (`stack.layer_names()`:
+    `highway_1`, ...). A view holds no weights or tensors of its own: `GateProbe` reads its
+    values out of the stack's per-layer analysis tensors. `lesioned` reads and sets whether
+    `index` is in `stack.lesioned_layers` (a new set is assigned; the stack reads it when its
+    `call` runs or is traced), so `zoo.analysis.lesioned(view)` works as for a `HighwayDense`.
+    """
+
+    __slots__ = ("stack", "index", "name")
+    channel_axis = -1
+
+    def __init__(self, stack: HighwayStack, index: int, name: str):
+        self.stack = stack
+        self.index = int(index)
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<StackedLayer {self.name!r}: layer {self.index} of {self.stack.name!r}>"
+
+    @property
+    def variant(self) -> str:
+        return self.stack.variant
+
+    @property
+    def width(self) -> int:
+        return int(self.stack.kernel.shape[1])
+
+    @property
+    def transform_bias(self):
+        """This layer's b_T, `(d,)`; None for variants without a transform gate."""
+        bias = self.stack.transform_bias
+        return None if bias is None else bias[self.index]
+
+    @property
+    def lesioned(self) -> bool:
+        return self.index in self.stack.lesioned_layers
+
+    @lesioned.setter
+    def lesioned(self, value: bool) -> None:
+        current = set(self.stack.lesioned_layers)
+        self.stack.lesioned_layers = current | {self.index} if value else current - {self.index}
+
+
+def stacked_layers(stack: HighwayStack, names: list[str] | None = None) -> list[StackedLayer]:
+    """The views of `stack`'s layers, named `names` (default: `stack.layer_names()`)."""
+    names = stack.layer_names() if names is None else list(names)
+    return [StackedLayer(stack, i, name) for i, name in enumerate(names)]
 
 
 def highway_layers(model: keras.Model) -> list:
-    """The model's highway layers (HighwayDense, HighwayConv2D), in graph order."""
-    return [layer for layer in model.layers if isinstance(layer, HighwayDense | HighwayConv2D)]
+    """The model's highway layers, in graph order: each `HighwayDense` and `HighwayConv2D`,
+    and for each `HighwayStack` one `StackedLayer` per layer it holds.
+
+    A stack's layers get the names of the per-layer net (`stack.layer_names()`, `highway_1`,
+    ...); where those would clash (two stacks, or a layer of that name), every stack's layers
+    are named `<stack name>_1`, ... instead.
+    """
+    found = [layer for layer in model.layers
+             if isinstance(layer, HighwayDense | HighwayConv2D | HighwayStack)]
+    stacks = [layer for layer in found if isinstance(layer, HighwayStack)]
+    others = {layer.name for layer in model.layers}
+    default = [name for stack in stacks for name in stack.layer_names()]
+    own_names = len(set(default)) == len(default) and not set(default) & others
+    units = []
+    for layer in found:
+        if isinstance(layer, HighwayStack):
+            prefix = "highway_" if own_names else f"{layer.name}_"
+            units.extend(stacked_layers(layer, layer.layer_names(prefix=prefix)))
+        else:
+            units.append(layer)
+    return units
+
+
+def highway_layer(model: keras.Model, name: str):
+    """The highway layer `name` of `highway_layers(model)` (a `StackedLayer` in a stack):
+    `model.get_layer` for per-layer and stacked nets alike."""
+    for layer in highway_layers(model):
+        if layer.name == name:
+            return layer
+    names = [layer.name for layer in highway_layers(model)]
+    shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+    raise ValueError(
+        f"{model.name} has no highway layer named {name!r}. Its highway layers: {shown or 'none'}"
+    )
+
+
+def source_layer(layer):
+    """The Keras layer that computes `layer`: itself, or the stack a `StackedLayer` is in."""
+    return layer.stack if isinstance(layer, StackedLayer) else layer
+
+
+def width_of(layer) -> int:
+    """The number of units (channels) of a highway layer."""
+    if isinstance(layer, StackedLayer):
+        return layer.width
+    return int(layer.input.shape[layer.channel_axis])
+
+
+def _sources(layers: list) -> list[tuple[Any, list]]:
+    """The distinct Keras layers computing `layers`, in order, each with its units."""
+    grouped: dict[int, tuple[Any, list]] = {}
+    for layer in layers:
+        grouped.setdefault(id(source_layer(layer)), (source_layer(layer), []))[1].append(layer)
+    return list(grouped.values())
+
+
+def _input_of(layer):
+    if isinstance(layer, StackedLayer):
+        return layer.stack.input if layer.index == 0 else None
+    return layer.input
+
+
+def _output_of(layer):
+    if isinstance(layer, StackedLayer):
+        return layer.stack.output if layer.index == layer.stack.depth - 1 else None
+    return layer.output
+
+
+def _feeds(previous, layer) -> bool:
+    """Whether `layer` takes `previous`'s output as its input."""
+    if isinstance(layer, StackedLayer) and layer.index > 0:
+        return (isinstance(previous, StackedLayer) and previous.stack is layer.stack
+                and previous.index == layer.index - 1)
+    output = _output_of(previous)
+    return output is not None and _input_of(layer) is output
 
 
 def stages(model: keras.Model) -> list[tuple[str, list]]:
     """The model's highway stages: maximal chains of highway layers, each fed by the last.
 
-    A fully connected zoo net is one stage ("highway"); a conv net has one per
+    A fully connected zoo net is one stage ("highway"), stacked or not; a conv net has one per
     `stage{s}_highway{i}` group ("stage{s}"). Returns `(stage name, layers)` pairs.
     """
     chains: list[list] = []
     for layer in highway_layers(model):
-        if chains and layer.input is chains[-1][-1].output:
+        if chains and _feeds(chains[-1][-1], layer):
             chains[-1].append(layer)
         else:
             chains.append([layer])
@@ -52,14 +183,83 @@ def stages(model: keras.Model) -> list[tuple[str, list]]:
 
 
 def probe(model: keras.Model, layers: list | None = None) -> keras.Model:
-    """A model giving, for each highway layer, `{name: (input, output)}` on the same inputs."""
+    """A model giving, for each highway layer, `{name: (input, output)}` on the same inputs.
+
+    For the layers of a stack (`StackedLayer`s) the entry is the whole stack's, under the
+    stack's name: its input and its last layer's output. `GateProbe` gives every layer's own.
+    """
     layers = highway_layers(model) if layers is None else layers
     if not layers:
         raise ValueError(
-            f"{model.name} has no highway layers (HighwayDense, HighwayConv2D) to analyse."
+            f"{model.name} has no highway layers (HighwayDense, HighwayConv2D, HighwayStack) "
+            "to analyse."
         )
     inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-    return keras.Model(inputs, {layer.name: (layer.input, layer.output) for layer in layers})
+    return keras.Model(
+        inputs, {source.name: (source.input, source.output) for source, _ in _sources(layers)}
+    )
+
+
+class GateProbe:
+    """Runs a model on a batch and gives each highway layer's input, output and T(x).
+
+    `probe(x)` returns `{name: (input, output, T)}` and `probe.gates(x)` `{name: T}`, one
+    entry per layer of `layers` (default `highway_layers(model)`), with the per-layer net's
+    shapes (`x`'s batch, then the layer's). A `HighwayDense`/`HighwayConv2D` gives its own;
+    the layers of a `HighwayStack` are read out of the stack's `layer_inputs` and
+    `transform_gates` (one loop each over the stack, whatever its depth), so a stacked net gives
+    what the per-layer net with the same weights gives. Tensors are the backend's (usable
+    inside a traced function, e.g. an exported signature); `numpy=True` returns NumPy arrays,
+    converting each stack's `(depth, ...)` tensors once.
+    """
+
+    def __init__(self, model: keras.Model, layers: list | None = None):
+        self.model = model
+        self.layers = highway_layers(model) if layers is None else list(layers)
+        self.net = probe(model, self.layers)
+        self.sources = _sources(self.layers)
+        inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
+        # For T alone: the inputs only (no pass through a stack just for its output).
+        self.inputs_net = keras.Model(
+            inputs, {source.name: source.input for source, _ in self.sources}
+        )
+
+    def _run(self, x, with_io: bool, numpy: bool) -> dict[str, Any]:
+        def convert(value):
+            return keras.ops.convert_to_numpy(value) if numpy else value
+
+        if with_io:
+            results = self.net(x, training=False)
+        else:
+            results = {name: (value, None)
+                       for name, value in self.inputs_net(x, training=False).items()}
+        out = {}
+        for source, units in self.sources:
+            source_in, source_out = results[source.name]
+            if not isinstance(source, HighwayStack):
+                t = convert(source.transform_gate(source_in))
+                out[source.name] = ((convert(source_in), convert(source_out), t) if with_io
+                                    else t)
+                continue
+            ts = convert(source.transform_gates(source_in))
+            if with_io:
+                ins, last = convert(source.layer_inputs(source_in)), convert(source_out)
+            for unit in units:
+                i = unit.index
+                if with_io:
+                    output = ins[i + 1] if i + 1 < source.depth else last
+                    out[unit.name] = (ins[i], output, ts[i])
+                else:
+                    out[unit.name] = ts[i]
+        return out
+
+    def __call__(self, x, *, numpy: bool = False) -> dict[str, tuple]:
+        """`{name: (input, output, T)}` of every layer on the batch `x`."""
+        return self._run(x, with_io=True, numpy=numpy)
+
+    def gates(self, x, *, numpy: bool = False) -> dict[str, Any]:
+        """`{name: T}` of every layer on the batch `x`."""
+        return self._run(x, with_io=False, numpy=numpy)
 
 
 def per_unit(values, channel_axis: int = -1) -> np.ndarray:
@@ -70,10 +270,29 @@ def per_unit(values, channel_axis: int = -1) -> np.ndarray:
 
 def transform_bias(layer) -> np.ndarray:
     """b_T as NumPy; NaN for variants without a transform gate (T is the constant 1)."""
-    bias = layer.transform_bias
-    if bias is None:
-        return np.full(layer.bias.shape[0] // len(layer._learned), np.nan, np.float32)
-    return keras.ops.convert_to_numpy(bias)
+    return transform_biases([layer])[0]
+
+
+def transform_biases(layers: list) -> list[np.ndarray]:
+    """`transform_bias` of each layer, reading each stack's `(depth, d)` b_T once."""
+    stacked: dict[int, np.ndarray | None] = {}
+    result = []
+    for layer in layers:
+        if isinstance(layer, StackedLayer):
+            key = id(layer.stack)
+            if key not in stacked:
+                bias = layer.stack.transform_bias
+                stacked[key] = None if bias is None else keras.ops.convert_to_numpy(bias)
+            bias = stacked[key]
+            result.append(np.full(layer.width, np.nan, np.float32) if bias is None
+                          else bias[layer.index])
+            continue
+        bias = layer.transform_bias
+        if bias is None:
+            result.append(np.full(layer.bias.shape[0] // len(layer._learned), np.nan, np.float32))
+        else:
+            result.append(keras.ops.convert_to_numpy(bias))
+    return result
 
 
 def nanmean(values, axis=None) -> np.ndarray:
@@ -155,11 +374,11 @@ def gate_statistics(
     if not 0 <= example_index < n:
         raise ValueError(f"example_index must be in [0, {n}). Received: {example_index}")
     layers = highway_layers(model)
-    net = probe(model, layers)
+    net = GateProbe(model, layers)
     stage_list = stages(model)
     if num_classes is None:
         num_classes = int(model.outputs[0].shape[-1])
-    widths = [int(layer.input.shape[layer.channel_axis]) for layer in layers]
+    widths = [width_of(layer) for layer in layers]
     sum_t = [np.zeros(w) for w in widths]
     class_sum_t = [np.zeros((num_classes, w)) for w in widths]
     class_counts = np.zeros(num_classes, np.int64)
@@ -167,16 +386,16 @@ def gate_statistics(
     err_sum: dict[str, np.ndarray] = {}
     err_sq: dict[str, np.ndarray] = {}
     for start, batch in _batches(images, batch_size):
-        results = net(batch, training=False)
+        results = net(batch, numpy=True)  # {name: (input, output, T)}
         onehot = None
         if labels is not None:
             y = np.asarray(labels[start : start + len(batch)], np.int64)
             onehot = np.eye(num_classes)[y]
             class_counts += onehot.sum(axis=0).astype(np.int64)
         for i, layer in enumerate(layers):
-            inputs, outputs = results[layer.name]
+            inputs, outputs, t = results[layer.name]
             axis = layer.channel_axis
-            t = per_unit(keras.ops.convert_to_numpy(layer.transform_gate(inputs)), axis)
+            t = per_unit(t, axis)
             sum_t[i] += t.sum(axis=0)
             if onehot is not None:
                 class_sum_t[i] += onehot.T @ t
@@ -209,7 +428,7 @@ def gate_statistics(
         units=widths,
         convolutional=[isinstance(layer, HighwayConv2D) for layer in layers],
         examples=n,
-        transform_bias=padded([transform_bias(layer) for layer in layers]),
+        transform_bias=padded(transform_biases(layers)),
         mean_t=padded([s / n for s in sum_t]),
         class_mean_t=np.stack(
             [padded([c[k] / counts[k] for c in class_sum_t]) for k in range(num_classes)]
@@ -226,9 +445,5 @@ def gate_statistics(
 
 def layer_mean_t(model: keras.Model, images: np.ndarray) -> dict[str, float]:
     """Mean T(x) of each highway layer over `images` (all units, positions and examples)."""
-    outputs = probe(model)(np.asarray(images, np.float32), training=False)
-    return {
-        layer.name: float(np.mean(keras.ops.convert_to_numpy(
-            layer.transform_gate(outputs[layer.name][0]))))
-        for layer in highway_layers(model)
-    }
+    gates = GateProbe(model).gates(np.asarray(images, np.float32), numpy=True)
+    return {name: float(np.mean(t)) for name, t in gates.items()}

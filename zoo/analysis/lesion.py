@@ -9,6 +9,13 @@ The flag is read when a layer's `call` runs or is traced: eager calls see it at 
 Keras's cached `predict`/`evaluate` functions keep the graph traced before. `lesioned(...,
 model=model)` drops those caches on the way in and out, and `error_rate` runs the model
 eagerly, so nothing is traced per lesion and the unlesioned graph is the same as ever.
+
+A layer of a `HighwayStack` (a `StackedLayer` of `highway_layers`) is lesioned through the
+stack's `lesioned_layers`, which its loop reads in the same way (it copies its input, bit for
+bit, too); the stack's set is restored on the way out. A stack's graph takes the same short
+time to trace at any depth, so `lesion_errors` runs a net whose highway layers are all stacked
+through a freshly traced function per lesion (about 3x faster than eager at depth 1000 on
+2,000 examples here), and per-layer nets eagerly as before.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from collections.abc import Iterator
 import keras
 import numpy as np
 
-from zoo.analysis.gates import highway_layers
+from zoo.analysis.gates import StackedLayer, highway_layers
 
 
 def _forget_traced_functions(model: keras.Model) -> None:
@@ -33,21 +40,28 @@ def lesioned(*layers, model: keras.Model | None = None) -> Iterator[None]:
     """Closes the transform gates of `layers` (they return their inputs) inside the block.
 
     Args:
-        *layers: highway layers (`HighwayDense`, `HighwayConv2D`).
+        *layers: highway layers (`HighwayDense`, `HighwayConv2D`, or a `StackedLayer`: one
+            layer of a `HighwayStack`, as `highway_layers` and `highway_layer` give them).
         model: if given, its traced `predict`/`evaluate` functions are dropped on entry and
             exit, so `model.predict(...)` sees the lesion (and, after it, the intact layers).
 
     Example:
-        >>> with lesioned(model.get_layer("highway_3"), model=model):
-        ...     p = model.predict(x)   # as if highway_3 were not there
+        >>> with lesioned(highway_layer(model, "highway_3"), model=model):
+        ...     p = model.predict(x)   # as if highway_3 were not there (stacked or not)
     """
     for layer in layers:
         if not hasattr(layer, "lesioned"):
+            hint = ""
+            if hasattr(layer, "lesioned_layers"):
+                hint = (" Lesion its layers one by one: zoo.analysis.highway_layer(model, "
+                        "'highway_3'), or the entries of zoo.analysis.highway_layers(model).")
             raise TypeError(
                 f"Only highway layers can be lesioned; {layer.name!r} is a "
-                f"{type(layer).__name__}."
+                f"{type(layer).__name__}.{hint}"
             )
     before = [layer.lesioned for layer in layers]
+    stacks = {id(layer.stack): layer.stack for layer in layers if isinstance(layer, StackedLayer)}
+    stacks_before = {key: set(stack.lesioned_layers) for key, stack in stacks.items()}
     if model is not None:
         _forget_traced_functions(model)
     try:
@@ -56,25 +70,50 @@ def lesioned(*layers, model: keras.Model | None = None) -> Iterator[None]:
         yield
     finally:
         for layer, state in zip(layers, before):
-            layer.lesioned = state
+            if not isinstance(layer, StackedLayer):
+                layer.lesioned = state
+        for key, stack in stacks.items():
+            stack.lesioned_layers = stacks_before[key]
         if model is not None:
             _forget_traced_functions(model)
 
 
-def predict_classes(model: keras.Model, images: np.ndarray, batch_size: int = 1000) -> np.ndarray:
-    """argmax of `model(images)`, run eagerly batch by batch (so lesions always apply)."""
+def _fresh_trace(model: keras.Model):
+    """`model(x, training=False)` traced afresh (so it sees the lesions set now), one trace
+    for every batch size."""
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], tf.float32)
+    return tf.function(lambda x: model(x, training=False), input_signature=[spec])
+
+
+def predict_classes(model: keras.Model, images: np.ndarray, batch_size: int = 1000,
+                    traced: bool = False) -> np.ndarray:
+    """argmax of `model(images)` batch by batch, run eagerly (so lesions always apply) or,
+    with `traced`, through a function traced afresh for this call (the same; only for a
+    single-input model on the TensorFlow backend)."""
+    run = _fresh_trace(model) if traced else (lambda x: model(x, training=False))
     out = [
         np.argmax(keras.ops.convert_to_numpy(
-            model(np.asarray(images[i : i + batch_size], np.float32), training=False)), axis=-1)
+            run(np.asarray(images[i : i + batch_size], np.float32))), axis=-1)
         for i in range(0, len(images), batch_size)
     ]
     return np.concatenate(out)
 
 
 def error_rate(model: keras.Model, images: np.ndarray, labels: np.ndarray,
-               batch_size: int = 1000) -> float:
-    """The fraction of `images` that `model` misclassifies."""
-    return float(np.mean(predict_classes(model, images, batch_size) != np.asarray(labels)))
+               batch_size: int = 1000, traced: bool = False) -> float:
+    """The fraction of `images` that `model` misclassifies (`traced`: see `predict_classes`)."""
+    return float(np.mean(predict_classes(model, images, batch_size, traced)
+                         != np.asarray(labels)))
+
+
+def _trace_per_lesion(model: keras.Model, layers: list) -> bool:
+    """Whether to trace afresh per lesion: every highway layer stacked (a stack's graph
+    traces in about a second at any depth; a per-layer net's grows with depth), one input,
+    the TensorFlow backend."""
+    return (bool(layers) and all(isinstance(layer, StackedLayer) for layer in layers)
+            and len(model.inputs) == 1 and keras.backend.backend() == "tensorflow")
 
 
 def lesion_errors(
@@ -82,16 +121,20 @@ def lesion_errors(
 ) -> dict:
     """The error with no lesion and with each highway layer lesioned in turn.
 
+    The layers of a `HighwayStack` are lesioned one at a time through its `lesioned_layers`
+    and named as in the per-layer net (`highway_layers`).
+
     Returns:
         `{"baseline": error, "layers": [names], "errors": [error with that layer lesioned]}`,
         errors as fractions.
     """
     layers = highway_layers(model)
-    baseline = error_rate(model, images, labels, batch_size)
+    traced = _trace_per_lesion(model, layers)
+    baseline = error_rate(model, images, labels, batch_size, traced)
     errors = []
     for layer in layers:
         with lesioned(layer, model=model):
-            errors.append(error_rate(model, images, labels, batch_size))
+            errors.append(error_rate(model, images, labels, batch_size, traced))
     return {"baseline": baseline, "layers": [layer.name for layer in layers], "errors": errors}
 
 
