@@ -1,11 +1,13 @@
 """Start-up of a deep FC highway net: per-layer HighwayDense graph vs one HighwayStack loop.
 
-    python bench/start_up.py [--depths 10,30,100] [--stack-depths 1000] [--repeats 3]
+    python -m bench.start_up [--depths 10,30,100] [--stack-depths 1000] [--repeats 3]
 
 The net is the zoo's FC highway net (784 -> 50 tanh stem, depth - 1 highway layers of width 50,
 b_T = -2, softmax 10; Adam 5e-3, global-norm clip 5, batch 128), built (a) per layer, as
-`zoo.load("highway_fc10_mnist", depth=D)` does, and (b) with the depth - 1 highway layers in one
-`HighwayStack`. Each (path, depth, repeat) runs in a fresh process and reports the model build
+`zoo.load("highway_fc10_mnist", depth=D)` does, (b) with the depth - 1 highway layers in one
+`HighwayStack` and (c) the same stack with autodiff through its loop instead of its hand-written
+backward pass (`hand_written_backward = False`; the stack before that optimisation). Each
+(path, depth, repeat) runs in a fresh process (repeats interleaved) and reports the model build
 time, the first training step (tf.function tracing + graph optimisation + one step), their sum
 (time to first step), the median of the next steps and peak RSS. The table shows medians over
 repeats. Writes bench/results/start_up.json. Synthetic MNIST-shaped data.
@@ -15,20 +17,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bench._common import run_child, write_results
+
 RESULTS = Path(__file__).resolve().parent / "results" / "start_up.json"
+# per-layer HighwayDense graph; HighwayStack (hand-written backward); HighwayStack with
+# autodiff through the loop (hand_written_backward=False, what the stack did before).
+PATHS = ("per_layer", "stack", "stack_autodiff")
 BUILD_TIME = Path(__file__).resolve().parent / "results" / "build_time.json"
 
 
-def _stacked_model(depth: int):
+def _stacked_model(depth: int, hand_written_backward: bool = True):
     import keras
 
     from layers.highway_stack import HighwayStack
@@ -37,8 +41,10 @@ def _stacked_model(depth: int):
     inputs, x = image_input((28, 28, 1), "scale")
     x = keras.layers.Flatten(name="flatten")(x)
     x = keras.layers.Dense(50, activation="tanh", name="stem_dense")(x)
-    x = HighwayStack(depth - 1, activation="tanh", transform_bias_initializer=-2.0,
-                     name="highway_stack")(x)
+    stack = HighwayStack(depth - 1, activation="tanh", transform_bias_initializer=-2.0,
+                         name="highway_stack")
+    stack.hand_written_backward = hand_written_backward
+    x = stack(x)
     return keras.Model(inputs, classifier(x, 10, "softmax"))
 
 
@@ -56,8 +62,8 @@ def measure(path: str, depth: int, steps: int) -> dict:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * depth + 1000))
 
     start = time.perf_counter()
-    if path == "stack":
-        model = _stacked_model(depth)
+    if path.startswith("stack"):
+        model = _stacked_model(depth, hand_written_backward=path == "stack")
     else:
         model = zoo.load("highway_fc10_mnist", depth=depth)
     model.compile(optimizer=keras.optimizers.Adam(5e-3, global_clipnorm=5.0),
@@ -87,15 +93,7 @@ def _ints(text: str) -> list[int]:
 
 
 def _run_child(path, depth, steps):
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", path, str(depth), "--steps", str(steps)],
-        capture_output=True, text=True, check=False,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"},
-    )
-    if proc.returncode:
-        sys.stderr.write(proc.stderr[-4000:])
-        raise SystemExit(proc.returncode)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child("bench.start_up", ["--child", path, str(depth), "--steps", str(steps)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,23 +103,28 @@ def main(argv: list[str] | None = None) -> int:
                         help="depths measured for the stack only")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(measure(args.child[0], int(args.child[1]), args.steps)))
         return 0
 
-    configs = [(p, d) for d in args.depths for p in ("per_layer", "stack")]
-    configs += [("stack", d) for d in args.stack_depths]
+    configs = [(p, d) for d in args.depths for p in PATHS]
+    configs += [(p, d) for d in args.stack_depths for p in PATHS[1:]]
+    runs_by = {config: [] for config in configs}
+    for repeat in range(args.repeats):  # interleaved: a noisy spell hits every path alike
+        for path, depth in configs:
+            runs_by[(path, depth)].append(_run_child(path, depth, args.steps))
+            print(f"[{repeat + 1}/{args.repeats}] {path} depth {depth}: "
+                  f"{runs_by[(path, depth)][-1]}", flush=True)
     rows = []
-    for path, depth in configs:
-        runs = [_run_child(path, depth, args.steps) for _ in range(args.repeats)]
+    for (path, depth), runs in runs_by.items():
         row = {"path": path, "depth": depth, "params": runs[0]["params"], "repeats": len(runs)}
         for key in ("build_s", "first_step_s", "to_first_step_s", "step_ms", "steps_per_s",
                     "peak_rss_mb"):
             row[key] = round(statistics.median(r[key] for r in runs), 3)
         rows.append(row)
-        print(f"{path} depth {depth}: {row}", flush=True)
 
     # The per-layer 1000-layer net takes ~4 minutes to trace: quote bench/build_time.py's row.
     quoted = []
@@ -150,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['first_step_s']:.2f} | {r['to_first_step_s']:.2f} | {r['step_ms']:.1f} | "
               f"{r['steps_per_s']:.1f} | {r['peak_rss_mb']:.0f} |")
     by = {(r["path"], r["depth"]): r for r in rows}
-    summary = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "batch_size": 128,
-               "results": rows}
+    summary = {"batch_size": 128, "results": rows}
     depths = sorted({r["depth"] for r in rows if r["path"] == "stack"})
     if len(depths) > 1:
         lo, hi = by[("stack", depths[0])], by[("stack", depths[-1])]
@@ -161,14 +163,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nstack depth {depths[-1]} vs {depths[0]}: first step "
               f"{summary['stack_first_step_ratio']}x, build + first step "
               f"{summary['stack_to_first_step_ratio']}x")
-    for d in args.depths:
-        if ("stack", d) in by and ("per_layer", d) in by:
-            ratio = by[("stack", d)]["steps_per_s"] / by[("per_layer", d)]["steps_per_s"]
-            summary[f"steps_per_s_ratio_stack_vs_per_layer_depth{d}"] = round(ratio, 2)
-            print(f"depth {d}: stack steps/s = {ratio:.2f}x per-layer")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"\nWrote {RESULTS}")
+    for d in sorted({r["depth"] for r in rows}):
+        for other in ("per_layer", "stack_autodiff"):
+            if ("stack", d) in by and (other, d) in by:
+                ratio = by[("stack", d)]["steps_per_s"] / by[(other, d)]["steps_per_s"]
+                summary[f"steps_per_s_ratio_stack_vs_{other}_depth{d}"] = round(ratio, 2)
+                print(f"depth {d}: stack steps/s = {ratio:.2f}x {other}")
+    write_results(args.out, summary)
     return 0
 
 

@@ -18,6 +18,7 @@ QUICK = [
 ]
 FULL = [
     ("headline", []),
+    ("start_up", []),
     ("wide", []),
     ("conv", []),
     ("serving", ["--random-weights"]),

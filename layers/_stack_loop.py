@@ -36,10 +36,6 @@ def _tensorflow_kernels():
     }
 
 
-# Layers per loop iteration: fewer iterations, less loop bookkeeping per layer.
-UNROLL = 1
-
-
 def backprop_from_output(activation):
     """`(y, dy) -> dy * activation'(z)` for `y = activation(z)`, where the fast path knows it;
     None for other activations."""
@@ -50,53 +46,50 @@ def backprop_from_output(activation):
     return _BACKPROP_FROM_OUTPUT[activation]
 
 
-def scan(step, init, xs, num_outputs, reverse=False, unroll=None):
+def matmul_transposed(a, b, which):
+    """`a @ b` with `a` (which="a") or `b` (which="b") transposed in its last two axes; on
+    TensorFlow by the matmul kernel itself, with no transposed copy."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.matmul(a, b, transpose_a=which == "a", transpose_b=which == "b")
+
+    def t(m):
+        n = len(m.shape)
+        return ops.transpose(m, (*range(n - 2), n - 1, n - 2))
+
+    return ops.matmul(t(a), b) if which == "a" else ops.matmul(a, t(b))
+
+
+def scan(step, init, xs, num_outputs, reverse=False):
     """`keras.ops.scan(step, init, xs, reverse=reverse)` for a one-tensor carry and `step`
     outputs that are a tuple of `num_outputs` tensors of the carry's dtype.
 
     On TensorFlow, Keras's `scan` keeps the carry in a TensorArray and sets no iteration bound
     (so XLA cannot compile it); this is a plain `tf.while_loop` with the carry as a loop variable,
-    the stacked `xs` indexed in place, `maximum_iterations` set, and `unroll` steps per
-    iteration (the `n % unroll` left over run before the loop, or after it when `reverse`): the
-    graph holds at most `2 * unroll - 1` copies of `step` whatever `n` is.
+    the stacked `xs` indexed in place, and `maximum_iterations` set.
     """
-    unroll = UNROLL if unroll is None else unroll
     if keras.backend.backend() != "tensorflow":
-        return ops.scan(step, init, xs, reverse=reverse, unroll=unroll)
+        return ops.scan(step, init, xs, reverse=reverse)
     import tensorflow as tf
 
     n = xs[0].shape[0]
-    k = max(1, min(unroll, n))
-    rest = n % k
     arrays = tuple(
         tf.TensorArray(init.dtype, size=n, element_shape=None, infer_shape=True)
         for _ in range(num_outputs)
     )
 
-    def steps(indices, carry, arrays):
-        for i in indices:
-            carry, outputs = step(carry, tuple(tf.gather(x, i) for x in xs))
-            arrays = tuple(a.write(i, y) for a, y in zip(arrays, outputs))
-        return carry, arrays
+    def body(i, carry, arrays):
+        carry, outputs = step(carry, tuple(tf.gather(x, i) for x in xs))
+        arrays = tuple(a.write(i, y) for a, y in zip(arrays, outputs))
+        return (i - 1 if reverse else i + 1), carry, arrays
 
-    def body(block, carry, arrays):
-        first = rest + block * k  # the block's lowest index
-        order = range(k - 1, -1, -1) if reverse else range(k)
-        carry, arrays = steps([first + j for j in order], carry, arrays)
-        return (block - 1 if reverse else block + 1), carry, arrays
-
-    blocks = n // k
-    carry = init
-    if not reverse:
-        carry, arrays = steps(range(rest), carry, arrays)
     _, carry, arrays = tf.while_loop(
-        (lambda b, *_: b >= 0) if reverse else (lambda b, *_: b < blocks),
+        (lambda i, *_: i >= 0) if reverse else (lambda i, *_: i < n),
         body,
-        (blocks - 1 if reverse else 0, carry, arrays),
-        maximum_iterations=blocks,
+        (n - 1 if reverse else 0, init, arrays),
+        maximum_iterations=n,
     )
-    if reverse:
-        carry, arrays = steps(range(rest - 1, -1, -1), carry, arrays)
     return carry, tuple(a.stack() for a in arrays)
 
 
@@ -119,7 +112,7 @@ def highway_stack(x, kernel, bias, activation, variant, learned):
         return y, (x, h, *(g[name] for name in gates))
 
     def backward_step(dy, saved):
-        kernel_t, x, h, *gate_values = saved
+        kernel, x, h, *gate_values = saved
         g = dict(zip(gates, gate_values))
         t, c = g.get("t"), g.get("c")
         # dL/dH, dL/dT, dL/dC and the carry path's share of dL/dx, per variant.
@@ -134,7 +127,7 @@ def highway_stack(x, kernel, bias, activation, variant, learned):
         for name in gates:
             dz[name] = backprop_gate(g[name], dz[name])
         dz = ops.concatenate([dz[name] for name in learned], axis=-1)
-        return dx + ops.matmul(dz, kernel_t), (dz,)
+        return dx + matmul_transposed(dz, kernel, "b"), (dz,)
 
     @ops.custom_gradient
     def run(x, kernel, bias):
@@ -142,10 +135,9 @@ def highway_stack(x, kernel, bias, activation, variant, learned):
 
         def grad(*args, upstream=None):
             dy = args[0] if upstream is None else upstream
-            kernel_t = ops.transpose(kernel, (0, 2, 1))
-            dx, (dz,) = scan(backward_step, dy, (kernel_t, *saved), 1, reverse=True)
+            dx, (dz,) = scan(backward_step, dy, (kernel, *saved), 1, reverse=True)
             # All layers' weight gradients at once: x_i^T dz_i for every i.
-            dkernel = ops.matmul(ops.transpose(saved[0], (0, 2, 1)), dz)
+            dkernel = matmul_transposed(saved[0], dz, "a")
             return dx, dkernel, ops.sum(dz, axis=1)
 
         return y, grad

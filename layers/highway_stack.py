@@ -102,10 +102,19 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
     the variant learns), so `stack_weights` / `unstack_weights` (or `from_layers` /
     `to_layers`) convert losslessly between the two.
 
-    The layers run inside one `keras.ops.scan` over the stacked weights (a `tf.while_loop` on
-    the TensorFlow backend), so the traced graph, and the time to trace and optimise it, is the
-    same for 10 layers as for 1000. Each layer's slice is initialised like a `HighwayDense`
-    would be (per-branch fan-in, its own random stream).
+    The layers run inside one loop over the stacked weights (a `tf.while_loop` on the
+    TensorFlow backend, `keras.ops.scan` elsewhere), so the traced graph, and the time to trace
+    and optimise it, is the same for 10 layers as for 1000. Each layer's slice is initialised
+    like a `HighwayDense` would be (per-branch fan-in, its own random stream).
+
+    Gradients: for the activations `tanh`, `sigmoid`, `relu` and `linear` the backward pass is
+    written out (the paper's appendix; `layers/_stack_loop.py`): the forward loop keeps each
+    layer's input, H and gates, a reverse loop does one matmul per layer, and all weight
+    gradients come from one batched matmul after it, about 2x faster than autodiff through
+    the loop at depth 1000. Other activations, and a stack with lesioned layers, autodiff
+    through the loop. `hand_written_backward = False` (an attribute, not config) forces
+    autodiff, for checking and benchmarking. With `training=False` (predict, evaluate,
+    serving) the loop keeps nothing per layer.
 
     Analysis: `layer_outputs(x)`, `transform_gates(x)`, `block_states(x)` and `carry_gates(x)`
     return one entry per layer, shape `(depth, *x.shape)`, where entry `i` is evaluated at layer
@@ -178,6 +187,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             bias_constraint,
         )
         self.lesioned_layers = set()
+        self.hand_written_backward = True
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
 
     def build(self, input_shape):
@@ -259,7 +269,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         return ops.scan(step, x, xs)
 
     def call(self, inputs, training=None):
-        if self.lesioned_layers or backprop_from_output(self.activation) is None:
+        fast = self.hand_written_backward and backprop_from_output(self.activation) is not None
+        if self.lesioned_layers or not fast:
             # Autodiff through the loop: any activation, and lesioning for the analyses.
             y, _ = self._scan(inputs, lambda x, h, t, c, y: y)
             return y

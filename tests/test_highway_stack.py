@@ -92,6 +92,16 @@ def test_fast_path_matches_the_per_layer_chain_in_a_graph(variant, activation):
     close(stack(x, training=False), y_chain)
 
 
+def test_autodiff_switch_gives_the_same_gradients():
+    stack, _ = _pair("full")
+    x = np.random.default_rng(4).normal(size=(BATCH, WIDTH)).astype("float32")
+    fast = _loss_and_grads(stack, x, [stack.kernel, stack.bias])
+    stack.hand_written_backward = False
+    slow = _loss_and_grads(stack, x, [stack.kernel, stack.bias])
+    for a, b in zip([fast[0], *fast[1]], [slow[0], *slow[1]]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_fast_path_compiles_with_xla():
     stack, layers = _pair("coupled")
     y, (gx, g_kernel, _) = _loss_and_grads(stack, _x(), [stack.kernel, stack.bias], jit=True)
