@@ -24,6 +24,18 @@ def run_child(module: str, args: list[str], timeout: float | None = None) -> dic
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def memory_mb(field: str = "VmHWM") -> float:
+    """A /proc/self/status memory figure (Linux), MB: VmHWM (peak RSS, the default) or VmRSS.
+
+    Not `getrusage`'s ru_maxrss: Linux carries it across exec, so a child started from a
+    process holding TensorFlow would report that process's peak; VmHWM starts afresh."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
 def machine() -> str:
     return (f"{platform.machine()}, {os.cpu_count()} cores, "
             f"{platform.python_implementation()} {platform.python_version()}")

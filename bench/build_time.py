@@ -16,12 +16,13 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench._common import memory_mb
 
 RESULTS = Path(__file__).resolve().parent / "results" / "build_time.json"
 
@@ -70,7 +71,7 @@ def measure(depth: int, batch_size: int, steps: int, transform_bias: float) -> d
         "step_ms": round(1000 * statistics.median(times), 2),
         "steps_timed": steps,
         "first_loss": round(first_loss, 4),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(memory_mb(), 1),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
     }

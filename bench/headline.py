@@ -25,14 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench._common import run_child, write_results
+from bench._common import memory_mb, run_child, write_results
 from bench.implementations import IMPLEMENTATIONS, PER_LAYER_GRAPHS, available
 
 RESULTS = Path(__file__).resolve().parent / "results" / "headline.json"
@@ -65,12 +64,6 @@ def load_data(n_train: int = 4000, n_test: int = 1000) -> tuple[dict, str]:
     return data, dataset.source
 
 
-def _rss_mb() -> float:
-    """Current resident set size (Linux), MB."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 def child(name: str, depth: int, data_file: str, options: dict) -> dict:
     """Runs in a fresh process: trains once, adds memory figures."""
     import numpy as np
@@ -83,9 +76,9 @@ def child(name: str, depth: int, data_file: str, options: dict) -> dict:
     for module in {"numpy": (), "pytorch": ("torch",)}.get(name, ("keras", "zoo")):
         __import__(module)
     __import__(IMPLEMENTATIONS[name][0])
-    baseline = _rss_mb()
+    baseline = memory_mb("VmRSS")
     result = train(name, data, depth=depth, **options)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = memory_mb("VmHWM")
     return {**result, "peak_rss_mb": peak, "baseline_rss_mb": baseline,
             "train_mem_mb": max(peak - baseline, 0.0)}
 

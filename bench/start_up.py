@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from bench._common import run_child, write_results
+from bench._common import memory_mb, run_child, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "start_up.json"
 # per-layer HighwayDense graph; HighwayStack (hand-written backward); HighwayStack with
@@ -84,7 +83,7 @@ def measure(path: str, depth: int, steps: int) -> dict:
         "path": path, "depth": depth, "params": model.count_params(),
         "build_s": build, "first_step_s": first_step, "to_first_step_s": build + first_step,
         "step_ms": 1000 * step, "steps_per_s": 1.0 / step,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": memory_mb(),
     }
 
 

@@ -50,12 +50,12 @@ def build_model(style: str, depth: int, width: int = 50, transform_bias: float =
 def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size: int = 128,
           learning_rate: float = 5e-3, clipnorm: float = 5.0, transform_bias: float = -2.0,
           seed: int = 0, max_steps: int | None = None, style: str = "zoo",
-          steps_per_execution: int = 1) -> dict:
+          steps_per_execution: int = 1, jit_compile: bool = False) -> dict:
     # The zoo nets take raw 0-255 pixels, like the datasets they were made for.
     x_train = (data["x_train"] * 255.0).reshape(-1, 28, 28, 1)
     x_test = (data["x_test"] * 255.0).reshape(-1, 28, 28, 1)
     steps_per_epoch = math.ceil(len(x_train) / batch_size)
-    if max_steps is not None:
+    if max_steps is not None:  # fit trains whole epochs: rounded up to one
         epochs = min(epochs, math.ceil(max_steps / steps_per_epoch))
     keras.utils.set_random_seed(seed)
 
@@ -65,6 +65,7 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
         optimizer=keras.optimizers.Adam(learning_rate, global_clipnorm=clipnorm),
         loss="sparse_categorical_crossentropy",
         steps_per_execution=steps_per_execution,
+        jit_compile=jit_compile,
     )
     build_s = time.perf_counter() - start
 
