@@ -64,14 +64,20 @@ def load_data(n_train: int = 4000, n_test: int = 1000) -> tuple[dict, str]:
     return data, dataset.source
 
 
+def read_data(data_file: str) -> dict:
+    """The arrays `load_data` gave the parent, from the .npz it wrote for its children."""
+    import numpy as np
+
+    with np.load(data_file) as f:
+        return {key: f[key] for key in f.files}
+
+
 def child(name: str, depth: int, data_file: str, options: dict) -> dict:
     """Runs in a fresh process: trains once, adds memory figures."""
-    import numpy as np
 
     from bench.implementations import train
 
-    with np.load(data_file) as f:
-        data = {key: f[key] for key in f.files}
+    data = read_data(data_file)
     # Import the framework before the baseline, so that its own footprint is not counted.
     for module in {"numpy": (), "pytorch": ("torch",)}.get(name, ("keras", "zoo")):
         __import__(module)
@@ -85,9 +91,7 @@ def child(name: str, depth: int, data_file: str, options: dict) -> dict:
 
 def summarise(name: str, depth: int, runs: list[dict]) -> dict:
     """Medians over repeats of the per-run figures."""
-
-    def median(values):
-        return statistics.median(values)
+    median = statistics.median
 
     def steady(run):  # steps/s over the epochs after the first (tracing is in the first)
         later = run["epoch_s"][1:] or run["epoch_s"]

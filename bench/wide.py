@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench._common import run_child, write_results
-from bench.headline import _names, load_data
+from bench.headline import _names, load_data, read_data
 from bench.implementations import available
 
 RESULTS = Path(__file__).resolve().parent / "results" / "wide.json"
@@ -72,13 +72,9 @@ def matmul_gflops(name: str, batch: int, width: int, repeats: int = 20) -> float
 
 
 def child(name: str, data_file: str, options: dict) -> dict:
-    import numpy as np
-
     from bench.implementations import train
 
-    with np.load(data_file) as f:
-        data = {key: f[key] for key in f.files}
-    result = train(name, data, **options)
+    result = train(name, read_data(data_file), **options)
     result["matmul_gflops"] = matmul_gflops(name, options["batch_size"], options["width"])
     return result
 

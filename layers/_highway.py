@@ -118,6 +118,32 @@ class HighwayArguments:
         }
         return [kernel[b] for b in self._learned], [bias[b] for b in self._learned]
 
+    def _bias_slice(self, branch):
+        """The `branch` gate's slice of `bias`'s last axis (one per layer for a stack)."""
+        if branch not in self._learned:
+            return None
+        if not self.built:
+            raise ValueError(
+                f"{type(self).__name__} '{self.name}' has no bias yet: call it on an input "
+                "(or build it) first."
+            )
+        *leading, fused = self.bias.shape
+        width = fused // len(self._learned)
+        start = self._learned.index(branch) * width
+        return ops.slice(self.bias, (0,) * len(leading) + (start,), (*leading, width))
+
+    @property
+    def transform_bias(self):
+        """b_T, the transform gate's slice of `bias` (`(depth, d)` for a stack); None for
+        variants without T."""
+        return self._bias_slice("t")
+
+    @property
+    def carry_bias(self):
+        """b_C, the carry gate's slice of `bias` (`(depth, d)` for a stack); None for variants
+        without a learned C."""
+        return self._bias_slice("c")
+
     def _highway_config(self):
         serialize_init = keras.initializers.serialize
         return {
@@ -255,27 +281,6 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
         if self.variant == "coupled":
             return 1.0 - t
         return ops.ones_like(x) if c is None else c
-
-    def _bias_slice(self, branch):
-        if branch not in self._learned:
-            return None
-        if not self.built:
-            raise ValueError(
-                f"{type(self).__name__} '{self.name}' has no bias yet: call it on an input "
-                "(or build it) first."
-            )
-        width = self.bias.shape[0] // len(self._learned)
-        return ops.slice(self.bias, (self._learned.index(branch) * width,), (width,))
-
-    @property
-    def transform_bias(self):
-        """b_T, the transform gate's slice of `bias`; None for variants without T."""
-        return self._bias_slice("t")
-
-    @property
-    def carry_bias(self):
-        """b_C, the carry gate's slice of `bias`; None for variants without a learned C."""
-        return self._bias_slice("c")
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -93,7 +93,7 @@ def scan(step, init, xs, num_outputs, reverse=False):
     return carry, tuple(a.stack() for a in arrays)
 
 
-def _layer(x, kernel, bias, activation, learned):
+def branches(x, kernel, bias, activation, learned):
     """One layer's H and its learned gates by name ("t", "c")."""
     parts = dict(zip(learned, ops.split(ops.matmul(x, kernel) + bias, len(learned), axis=-1)))
     return activation(parts.pop("h")), {name: ops.sigmoid(z) for name, z in parts.items()}
@@ -107,7 +107,7 @@ def highway_stack(x, kernel, bias, activation, variant, learned):
     gates = learned[1:]  # ("t",), ("t", "c"), ("c",) or ()
 
     def forward_step(x, kernel_and_bias):
-        h, g = _layer(x, *kernel_and_bias, activation, learned)
+        h, g = branches(x, *kernel_and_bias, activation, learned)
         y = combine(variant, x, h, g.get("t"), g.get("c"))
         return y, (x, h, *(g[name] for name in gates))
 
@@ -149,7 +149,7 @@ def highway_stack_inference(x, kernel, bias, activation, variant, learned):
     """The forward loop alone, keeping nothing per layer (for `training=False`)."""
 
     def step(x, kernel_and_bias):
-        h, g = _layer(x, *kernel_and_bias, activation, learned)
+        h, g = branches(x, *kernel_and_bias, activation, learned)
         return combine(variant, x, h, g.get("t"), g.get("c")), ()
 
     return scan(step, x, (kernel, bias), num_outputs=0)[0]

@@ -11,7 +11,12 @@ from layers._highway import (
     _reseeded,
     combine,
 )
-from layers._stack_loop import backprop_from_output, highway_stack, highway_stack_inference
+from layers._stack_loop import (
+    backprop_from_output,
+    branches,
+    highway_stack,
+    highway_stack_inference,
+)
 
 # Initializers whose values do not depend on the shape's fans: one call fills the whole stack.
 _FAN_FREE = (
@@ -219,12 +224,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
 
     def _branches(self, x, kernel, bias):
         """H, T, C of one layer (T or C None where the variant fixes it to 1)."""
-        z = ops.matmul(x, kernel) + bias
-        parts = dict(zip(self._learned, ops.split(z, len(self._learned), axis=-1)))
-        h = self.activation(parts["h"])
-        t = ops.sigmoid(parts["t"]) if "t" in parts else None
-        c = ops.sigmoid(parts["c"]) if "c" in parts else None
-        return h, t, c
+        h, gates = branches(x, kernel, bias, self.activation, self._learned)
+        return h, gates.get("t"), gates.get("c")
 
     def _gates(self, x, kernel, bias, keep):
         """H, T, C with lesioning applied: where `keep` is False, T := 0 and C := 1."""
@@ -320,23 +321,6 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         return self._scan(self._prepare(x), collect)[1]
 
     transform_gate = transform_gates
-
-    @property
-    def transform_bias(self):
-        """b_T of every layer, `(depth, d)`; None for variants without T."""
-        return self._bias_slice("t")
-
-    @property
-    def carry_bias(self):
-        """b_C of every layer, `(depth, d)`; None for variants without a learned C."""
-        return self._bias_slice("c")
-
-    def _bias_slice(self, branch):
-        if branch not in self._learned:
-            return None
-        width = self.bias.shape[-1] // len(self._learned)
-        start = self._learned.index(branch) * width
-        return ops.slice(self.bias, (0, start), (self.depth, width))
 
     def layer_names(self, prefix="highway_", start=1):
         """The per-layer names, `prefix + str(start + i)` (the zoo's FC nets: highway_1...)."""
