@@ -17,7 +17,7 @@ final training loss and test accuracy (so that speed is never bought with a diff
 peak RSS of the process and the training memory above the RSS before the model was built, and
 the ratios of highway-zoo's numbers to each alternative's, from the same run. Per-layer Keras
 graphs are not run beyond `--max-graph-depth` (tracing a 1000-layer one takes minutes; see
-bench/results/build_time.json).
+bench/results/start_up.json).
 """
 
 from __future__ import annotations

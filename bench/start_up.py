@@ -1,6 +1,6 @@
 """Start-up of a deep FC highway net: per-layer HighwayDense graph vs one HighwayStack loop.
 
-    python -m bench.start_up [--depths 10,30,100] [--stack-depths 1000] [--repeats 3]
+    python -m bench.start_up [--depths 10,30,100,1000] [--repeats 3] [--max-graph-depth 100]
 
 The net is the zoo's FC highway net (784 -> 50 tanh stem, depth - 1 highway layers of width 50,
 b_T = -2, softmax 10; Adam 5e-3, global-norm clip 5, batch 128), built (a) per layer, as
@@ -10,7 +10,8 @@ backward pass (`hand_written_backward = False`; the stack before that optimisati
 (path, depth, repeat) runs in a fresh process (repeats interleaved) and reports the model build
 time, the first training step (tf.function tracing + graph optimisation + one step), their sum
 (time to first step), the median of the next steps and peak RSS. The table shows medians over
-repeats. Writes bench/results/start_up.json. Synthetic MNIST-shaped data.
+repeats; per-layer graphs deeper than `--max-graph-depth` run once (tracing a 1000-layer one
+takes minutes). Writes bench/results/start_up.json. Synthetic MNIST-shaped data.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ RESULTS = Path(__file__).resolve().parent / "results" / "start_up.json"
 # per-layer HighwayDense graph; HighwayStack (hand-written backward); HighwayStack with
 # autodiff through the loop (hand_written_backward=False, what the stack did before).
 PATHS = ("per_layer", "stack", "stack_autodiff")
-BUILD_TIME = Path(__file__).resolve().parent / "results" / "build_time.json"
 
 
 def _stacked_model(depth: int, hand_written_backward: bool = True):
@@ -97,10 +97,10 @@ def _run_child(path, depth, steps):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--depths", type=_ints, default=[10, 30, 100])
-    parser.add_argument("--stack-depths", type=_ints, default=[1000],
-                        help="depths measured for the stack only")
+    parser.add_argument("--depths", type=_ints, default=[10, 30, 100, 1000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-graph-depth", type=int, default=100,
+                        help="per-layer graphs deeper than this run once, not --repeats times")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -110,10 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     configs = [(p, d) for d in args.depths for p in PATHS]
-    configs += [(p, d) for d in args.stack_depths for p in PATHS[1:]]
     runs_by = {config: [] for config in configs}
     for repeat in range(args.repeats):  # interleaved: a noisy spell hits every path alike
         for path, depth in configs:
+            if repeat and path == "per_layer" and depth > args.max_graph_depth:
+                continue
             runs_by[(path, depth)].append(_run_child(path, depth, args.steps))
             print(f"[{repeat + 1}/{args.repeats}] {path} depth {depth}: "
                   f"{runs_by[(path, depth)][-1]}", flush=True)
@@ -125,21 +126,6 @@ def main(argv: list[str] | None = None) -> int:
             row[key] = round(statistics.median(r[key] for r in runs), 3)
         rows.append(row)
 
-    # The per-layer 1000-layer net takes ~4 minutes to trace: quote bench/build_time.py's row.
-    quoted = []
-    if BUILD_TIME.exists():
-        measured = {(r["path"], r["depth"]) for r in rows}
-        for r in json.loads(BUILD_TIME.read_text())["results"]:
-            if ("per_layer", r["depth"]) not in measured and r["depth"] in args.stack_depths:
-                quoted.append({
-                    "path": "per_layer", "depth": r["depth"], "params": r["params"],
-                    "build_s": r["build_s"] + r["compile_s"], "first_step_s": r["first_step_s"],
-                    "to_first_step_s": round(r["build_s"] + r["compile_s"] + r["first_step_s"], 3),
-                    "step_ms": r["step_ms"], "steps_per_s": round(1000 / r["step_ms"], 3),
-                    "peak_rss_mb": r["peak_rss_mb"], "repeats": 1,
-                    "source": "bench/results/build_time.json",
-                })
-    rows += quoted
     rows.sort(key=lambda r: (r["depth"], r["path"]))
 
     print()
@@ -147,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
           "| steps/s | peak RSS (MB) |")
     print("| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        note = " (quoted)" if "source" in r else ""
-        print(f"| {r['depth']} | {r['path']}{note} | {r['params']:,} | {r['build_s']:.2f} | "
+        print(f"| {r['depth']} | {r['path']} | {r['params']:,} | {r['build_s']:.2f} | "
               f"{r['first_step_s']:.2f} | {r['to_first_step_s']:.2f} | {r['step_ms']:.1f} | "
               f"{r['steps_per_s']:.1f} | {r['peak_rss_mb']:.0f} |")
     by = {(r["path"], r["depth"]): r for r in rows}

@@ -1,155 +1,165 @@
-"""The fast path of `HighwayStack`: a lean loop over the layers and the paper's backward pass.
+"""The fast path of `HighwayStack` on TensorFlow: chunks of straight-line layers in a loop, and
+the paper's backward pass written out.
 
-Autodiff through a loop has to keep every intermediate of every iteration on accumulator stacks
-and replays the loop's bookkeeping backwards; on a CPU, where a width-50 layer costs a few
-microseconds of arithmetic, that bookkeeping is most of the step. Here the forward loop keeps
-only what the backward pass needs (each layer's input x, its block state H and its gates), and
-the backward loop is written out by hand (Srivastava et al. 2015, appendix), one matmul per
-layer; the weight gradients of all layers are then one batched matmul after the loop instead of
-`depth` small ones inside it.
+On a CPU a width-50 highway layer is a few microseconds of arithmetic, so what a step costs is
+mostly bookkeeping. Three kinds are avoided here:
+
+- Autodiff through a loop keeps every intermediate of every iteration on accumulator stacks and
+  replays the loop's control backwards. The backward pass is written out instead (Srivastava et
+  al. 2015, appendix): the forward pass keeps each layer's input x, block state H and gates; a
+  layer's backward step is one matmul per branch for dL/dx and one per branch for its weights.
+- A loop iteration per layer. Layers are written out `unroll` at a time, and the loop runs over
+  those chunks; a stack up to `unroll` deep has no loop at all. The rest (depth mod `unroll`)
+  is written out after the loop, so a graph never holds more than 2 * `unroll` - 1 layers each
+  way, however deep the stack: start-up does not grow with depth.
+- Splitting, concatenating and stacking per layer. The fused `[H | T | C]` weights are split
+  once per step into one kernel per branch, and every per-layer tensor (weights, what the
+  backward pass keeps, weight gradients) lives in a `TensorArray` read and written one layer
+  at a time, inside the loop or out of it.
 """
 
 import keras
-from keras import ops
+import tensorflow as tf
 
 from layers._highway import combine
 
-# dL/dz from dL/dy written with the activation's output y = activation(z): what lets the backward
-# pass use the saved H instead of recomputing z. Other activations take the autodiff path.
+# Layers written out per chunk. Steps at depth 30 are as fast with 8 as fully unrolled (the
+# loop's control is paid once per 8 layers); what start-up grows with.
+UNROLL = 8
+
+# dL/dz from dL/dy written with the activation's output y = activation(z) (TensorFlow's fused
+# gradient kernels): what lets the backward pass use the saved H instead of recomputing z.
 _BACKPROP_FROM_OUTPUT = {
-    keras.activations.tanh: lambda y, dy: dy * (1.0 - y * y),
-    keras.activations.sigmoid: lambda y, dy: dy * y * (1.0 - y),
-    keras.activations.relu: lambda y, dy: ops.where(y > 0, dy, ops.zeros_like(dy)),
+    keras.activations.tanh: lambda y, dy: tf.raw_ops.TanhGrad(y=y, dy=dy),
+    keras.activations.sigmoid: lambda y, dy: tf.raw_ops.SigmoidGrad(y=y, dy=dy),
+    keras.activations.relu: lambda y, dy: tf.raw_ops.ReluGrad(gradients=dy, features=y),
     keras.activations.linear: lambda y, dy: dy,
 }
 
 
-def _tensorflow_kernels():
-    """TensorFlow's fused kernels for the same: one op each instead of three."""
-    import tensorflow as tf
-
-    return {
-        keras.activations.tanh: lambda y, dy: tf.raw_ops.TanhGrad(y=y, dy=dy),
-        keras.activations.sigmoid: lambda y, dy: tf.raw_ops.SigmoidGrad(y=y, dy=dy),
-        keras.activations.relu: lambda y, dy: tf.raw_ops.ReluGrad(gradients=dy, features=y),
-        keras.activations.linear: lambda y, dy: dy,
-    }
+def has_fast_path(activation):
+    """Whether `highway_stack` can run a stack with this activation (on this backend)."""
+    return keras.backend.backend() == "tensorflow" and activation in _BACKPROP_FROM_OUTPUT
 
 
-def backprop_from_output(activation):
-    """`(y, dy) -> dy * activation'(z)` for `y = activation(z)`, where the fast path knows it;
-    None for other activations."""
-    if activation not in _BACKPROP_FROM_OUTPUT:
-        return None
-    if keras.backend.backend() == "tensorflow":
-        return _tensorflow_kernels()[activation]
-    return _BACKPROP_FROM_OUTPUT[activation]
+def _per_layer(tensor):
+    """A (depth, ...) tensor as a TensorArray read one layer at a time."""
+    return tf.TensorArray(tensor.dtype, size=tensor.shape[0], clear_after_read=False,
+                          element_shape=tensor.shape[1:]).unstack(tensor)
 
 
-def matmul_transposed(a, b, which):
-    """`a @ b` with `a` (which="a") or `b` (which="b") transposed in its last two axes; on
-    TensorFlow by the matmul kernel itself, with no transposed copy."""
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        return tf.matmul(a, b, transpose_a=which == "a", transpose_b=which == "b")
-
-    def t(m):
-        n = len(m.shape)
-        return ops.transpose(m, (*range(n - 2), n - 1, n - 2))
-
-    return ops.matmul(t(a), b) if which == "a" else ops.matmul(a, t(b))
+def _empty(like, depth):
+    """A TensorArray for one `like`-shaped tensor per layer (batch size may be unknown)."""
+    return tf.TensorArray(like.dtype, size=depth, clear_after_read=False,
+                          element_shape=like.shape)
 
 
-def scan(step, init, xs, num_outputs, reverse=False):
-    """`keras.ops.scan(step, init, xs, reverse=reverse)` for a one-tensor carry and `step`
-    outputs that are a tuple of `num_outputs` tensors of the carry's dtype.
+def _over_layers(depth, unroll, layers, carry, arrays, reverse=False):
+    """`layers(first, count, carry, arrays)` run over all `depth` layers: in a loop over chunks
+    of `unroll` (`first` a tensor), and written out for the remaining depth % unroll (`first` a
+    number) after the loop, or before it when `reverse`."""
+    loops = depth // unroll if depth > unroll else 0
+    rest = (loops * unroll, depth - loops * unroll)
 
-    On TensorFlow, Keras's `scan` keeps the carry in a TensorArray and sets no iteration bound
-    (so XLA cannot compile it); this is a plain `tf.while_loop` with the carry as a loop variable,
-    the stacked `xs` indexed in place, and `maximum_iterations` set.
-    """
-    if keras.backend.backend() != "tensorflow":
-        return ops.scan(step, init, xs, reverse=reverse)
-    import tensorflow as tf
+    def loop(carry, arrays):
+        if not loops:
+            return carry, arrays
 
-    n = xs[0].shape[0]
-    arrays = tuple(
-        tf.TensorArray(init.dtype, size=n, element_shape=None, infer_shape=True)
-        for _ in range(num_outputs)
-    )
+        def body(j, carry, arrays):
+            carry, arrays = layers(j * unroll, unroll, carry, arrays)
+            return (j - 1 if reverse else j + 1), carry, arrays
 
-    def body(i, carry, arrays):
-        carry, outputs = step(carry, tuple(tf.gather(x, i) for x in xs))
-        arrays = tuple(a.write(i, y) for a, y in zip(arrays, outputs))
-        return (i - 1 if reverse else i + 1), carry, arrays
+        _, carry, arrays = tf.while_loop(
+            (lambda j, *_: j >= 0) if reverse else (lambda j, *_: j < loops),
+            body,
+            (loops - 1 if reverse else 0, carry, arrays),
+            maximum_iterations=loops,
+        )
+        return carry, arrays
 
-    _, carry, arrays = tf.while_loop(
-        (lambda i, *_: i >= 0) if reverse else (lambda i, *_: i < n),
-        body,
-        (n - 1 if reverse else 0, init, arrays),
-        maximum_iterations=n,
-    )
-    return carry, tuple(a.stack() for a in arrays)
+    if reverse:
+        return loop(*layers(*rest, carry, arrays))
+    return layers(*rest, *loop(carry, arrays))
 
 
-def branches(x, kernel, bias, activation, learned):
-    """One layer's H and its learned gates by name ("t", "c")."""
-    parts = dict(zip(learned, ops.split(ops.matmul(x, kernel) + bias, len(learned), axis=-1)))
-    return activation(parts.pop("h")), {name: ops.sigmoid(z) for name, z in parts.items()}
+def _split_branches(kernel, bias, n):
+    """Fused `[H | T | C]` weights as per-branch kernels (depth, d, d), then biases (depth, d)."""
+    return (*tf.split(kernel, n, axis=-1), *tf.split(bias, n, axis=-1))
 
 
-def highway_stack(x, kernel, bias, activation, variant, learned):
-    """`depth` highway layers on `x` (batch, d), kernel (depth, d, n*d), bias (depth, n*d):
-    the forward loop, with a hand-written gradient for x, kernel and bias."""
-    backprop_h = backprop_from_output(activation)
-    backprop_gate = backprop_from_output(keras.activations.sigmoid)
+def highway_stack(x, kernel, bias, activation, variant, learned, unroll=UNROLL, training=True):
+    """`depth` highway layers on `x` (batch, d), kernel (depth, d, n*d), bias (depth, n*d), with
+    a hand-written gradient for x, kernel and bias. `training=False` keeps nothing per layer."""
+    backprop_h = _BACKPROP_FROM_OUTPUT[activation]
+    backprop_gate = _BACKPROP_FROM_OUTPUT[keras.activations.sigmoid]
     gates = learned[1:]  # ("t",), ("t", "c"), ("c",) or ()
+    n = len(learned)
+    depth = kernel.shape[0]
 
-    def forward_step(x, kernel_and_bias):
-        h, g = branches(x, *kernel_and_bias, activation, learned)
-        y = combine(variant, x, h, g.get("t"), g.get("c"))
-        return y, (x, h, *(g[name] for name in gates))
+    def forward(weights, keep):
+        def layers(first, count, x, saved):
+            for u in range(count):
+                i = first + u
+                w = [a.read(i) for a in weights]
+                z = [tf.matmul(x, k) + b for k, b in zip(w[:n], w[n:])]
+                h, g = activation(z[0]), dict(zip(gates, map(tf.sigmoid, z[1:])))
+                if keep:
+                    saved = [a.write(i, v) for a, v in zip(saved, (x, h, *g.values()))]
+                x = combine(variant, x, h, g.get("t"), g.get("c"))
+            return x, saved
 
-    def backward_step(dy, saved):
-        kernel, x, h, *gate_values = saved
-        g = dict(zip(gates, gate_values))
-        t, c = g.get("t"), g.get("c")
-        # dL/dH, dL/dT, dL/dC and the carry path's share of dL/dx, per variant.
-        dh = dy if t is None else dy * t
-        if variant == "coupled":  # y = x + T (H - x)
-            dz = {"t": dy * (h - x)}
-            dx = dy - dh
-        else:  # y = H T + x C, a gate not learned being 1
-            dz = {name: dy * (h if name == "t" else x) for name in gates}
-            dx = dy if c is None else dy * c
-        dz["h"] = backprop_h(h, dh)
-        for name in gates:
-            dz[name] = backprop_gate(g[name], dz[name])
-        dz = ops.concatenate([dz[name] for name in learned], axis=-1)
-        return dx + matmul_transposed(dz, kernel, "b"), (dz,)
+        return layers
 
-    @ops.custom_gradient
+    def backward(weights, saved):
+        def layers(first, count, dy, grads):
+            for u in reversed(range(count)):
+                i = first + u
+                kernels = [w.read(i) for w in weights[:n]]
+                x, h, *gate_values = (a.read(i) for a in saved)
+                g = dict(zip(gates, gate_values))
+                t, c = g.get("t"), g.get("c")
+                # dL/dH, dL/dT, dL/dC and the carry path's share of dL/dx, per variant.
+                dh = dy if t is None else dy * t
+                if variant == "coupled":  # y = x + T (H - x)
+                    dz = {"t": dy * (h - x)}
+                    dx = dy - dh
+                else:  # y = H T + x C, a gate not learned being 1
+                    dz = {name: dy * (h if name == "t" else x) for name in gates}
+                    dx = dy if c is None else dy * c
+                dz["h"] = backprop_h(h, dh)
+                for name in gates:
+                    dz[name] = backprop_gate(g[name], dz[name])
+                dz = [dz[name] for name in learned]
+                dy = tf.add_n([dx, *(tf.matmul(z, k, transpose_b=True)
+                                     for z, k in zip(dz, kernels))])
+                layer_grads = [*(tf.matmul(x, z, transpose_a=True) for z in dz),
+                               *(tf.reduce_sum(z, axis=0) for z in dz)]
+                grads = [a.write(i, v) for a, v in zip(grads, layer_grads)]
+            return dy, grads
+
+        return layers
+
+    def run_forward(x, kernel, bias, keep):
+        weights = [_per_layer(w) for w in _split_branches(kernel, bias, n)]
+        saved = [_empty(x, depth) for _ in range(2 + len(gates))] if keep else []
+        y, saved = _over_layers(depth, unroll, forward(weights, keep), x, saved)
+        return y, weights, saved
+
+    if not training:
+        return run_forward(x, kernel, bias, keep=False)[0]
+
+    @tf.custom_gradient
     def run(x, kernel, bias):
-        y, saved = scan(forward_step, x, (kernel, bias), num_outputs=2 + len(gates))
+        y, weights, saved = run_forward(x, kernel, bias, keep=True)
 
-        def grad(*args, upstream=None):
-            dy = args[0] if upstream is None else upstream
-            dx, (dz,) = scan(backward_step, dy, (kernel, *saved), 1, reverse=True)
-            # All layers' weight gradients at once: x_i^T dz_i for every i.
-            dkernel = matmul_transposed(saved[0], dz, "a")
-            return dx, dkernel, ops.sum(dz, axis=1)
+        def grad(dy):
+            shapes = [w.element_shape for w in weights]
+            grads = [tf.TensorArray(dy.dtype, size=depth, element_shape=s) for s in shapes]
+            dx, grads = _over_layers(depth, unroll, backward(weights, saved), dy, grads,
+                                     reverse=True)
+            grads = [a.stack() for a in grads]
+            return dx, tf.concat(grads[:n], axis=-1), tf.concat(grads[n:], axis=-1)
 
         return y, grad
 
     return run(x, kernel, bias)
-
-
-def highway_stack_inference(x, kernel, bias, activation, variant, learned):
-    """The forward loop alone, keeping nothing per layer (for `training=False`)."""
-
-    def step(x, kernel_and_bias):
-        h, g = branches(x, *kernel_and_bias, activation, learned)
-        return combine(variant, x, h, g.get("t"), g.get("c")), ()
-
-    return scan(step, x, (kernel, bias), num_outputs=0)[0]

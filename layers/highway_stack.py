@@ -1,5 +1,5 @@
-"""A stack of identical fully connected highway layers run by one loop: trace time independent
-of depth."""
+"""A stack of identical fully connected highway layers kept as stacked weights: trace time
+independent of depth."""
 
 import keras
 import numpy as np
@@ -11,12 +11,7 @@ from layers._highway import (
     _reseeded,
     combine,
 )
-from layers._stack_loop import (
-    backprop_from_output,
-    branches,
-    highway_stack,
-    highway_stack_inference,
-)
+from layers._stack_loop import UNROLL, has_fast_path, highway_stack
 
 # Initializers whose values do not depend on the shape's fans: one call fills the whole stack.
 _FAN_FREE = (
@@ -96,7 +91,7 @@ class _PerLayerInitializer(keras.initializers.Initializer):
 
 @keras.saving.register_keras_serializable(package="highway_zoo")
 class HighwayStack(HighwayArguments, keras.layers.Layer):
-    """`depth` fully connected highway layers of one width, kept as stacked weights, run by a loop.
+    """`depth` fully connected highway layers of one width, kept as stacked weights.
 
     Computes the same function as `depth` chained `HighwayDense` layers,
     `x_{i+1} = H_i(x_i) * T_i(x_i) + x_i * C_i(x_i)` for `i = 0 .. depth - 1`, with
@@ -107,19 +102,21 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
     the variant learns), so `stack_weights` / `unstack_weights` (or `from_layers` /
     `to_layers`) convert losslessly between the two.
 
-    The layers run inside one loop over the stacked weights (a `tf.while_loop` on the
-    TensorFlow backend, `keras.ops.scan` elsewhere), so the traced graph, and the time to trace
-    and optimise it, is the same for 10 layers as for 1000. Each layer's slice is initialised
-    like a `HighwayDense` would be (per-branch fan-in, its own random stream).
+    Each layer's slice is initialised like a `HighwayDense` would be (per-branch fan-in, its
+    own random stream).
 
-    Gradients: for the activations `tanh`, `sigmoid`, `relu` and `linear` the backward pass is
-    written out (the paper's appendix; `layers/_stack_loop.py`): the forward loop keeps each
-    layer's input, H and gates, a reverse loop does one matmul per layer, and all weight
-    gradients come from one batched matmul after it, about 2x faster than autodiff through
-    the loop at depth 1000. Other activations, and a stack with lesioned layers, autodiff
-    through the loop. `hand_written_backward = False` (an attribute, not config) forces
-    autodiff, for checking and benchmarking. With `training=False` (predict, evaluate,
-    serving) the loop keeps nothing per layer.
+    The fast path (TensorFlow backend; activations `tanh`, `sigmoid`, `relu`, `linear`;
+    `layers/_stack_loop.py`): `unroll` layers are written out as straight-line code and a
+    `tf.while_loop` runs over such chunks, with the remaining depth % `unroll` layers written
+    out after it, so the traced graph, and the time to trace and optimise it, holds fewer than
+    2 * `unroll` layers whether the stack is 20 or 20,000 deep. The backward pass is written
+    out (the paper's appendix): the forward pass keeps each layer's input, H and gates, and a
+    layer's backward step is one matmul per branch for dL/dx and one for its weights, with no
+    autodiff bookkeeping. With `training=False` (predict, evaluate, serving) nothing is kept
+    per layer. Other activations, other backends and a stack with lesioned layers autodiff
+    through `keras.ops.scan` over single layers (depth-independent too, slower per step);
+    `hand_written_backward = False` (an attribute, not config) forces that path, for checking
+    and benchmarking.
 
     Analysis: `layer_outputs(x)`, `transform_gates(x)`, `block_states(x)` and `carry_gates(x)`
     return one entry per layer, shape `(depth, *x.shape)`, where entry `i` is evaluated at layer
@@ -152,6 +149,10 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             the stacked `kernel` / `bias` (a sum-type regularizer such as L2 gives the same
             penalty as on the per-layer weights).
         activity_regularizer: Applied to the stack's output.
+        unroll: Layers written out per iteration of the fast path's loop (default 8): a stack
+            up to that deep runs with no loop, and start-up grows with `unroll`, not depth. A
+            speed / trace-time trade like `keras.layers.RNN(unroll=...)`; results do not depend
+            on it.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Input shape: `(batch_size, ..., d)`, `d` defined. Output shape: the same.
@@ -179,12 +180,19 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         activity_regularizer=None,
         kernel_constraint=None,
         bias_constraint=None,
+        unroll=UNROLL,
         **kwargs,
     ):
         if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1. Received: depth={depth!r}")
+        if not isinstance(unroll, (int, np.integer)) or isinstance(unroll, bool) or unroll < 1:
+            raise ValueError(
+                f"unroll must be an integer >= 1 (layers written out per loop iteration). "
+                f"Received: unroll={unroll!r}"
+            )
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         self.depth = int(depth)
+        self.unroll = int(unroll)
         self._set_highway_arguments(
             activation, variant, kernel_initializer, bias_initializer,
             transform_kernel_initializer, transform_bias_initializer, carry_kernel_initializer,
@@ -224,8 +232,9 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
 
     def _branches(self, x, kernel, bias):
         """H, T, C of one layer (T or C None where the variant fixes it to 1)."""
-        h, gates = branches(x, kernel, bias, self.activation, self._learned)
-        return h, gates.get("t"), gates.get("c")
+        z = ops.split(ops.matmul(x, kernel) + bias, len(self._learned), axis=-1)
+        gates = {name: ops.sigmoid(v) for name, v in zip(self._learned[1:], z[1:])}
+        return self.activation(z[0]), gates.get("t"), gates.get("c")
 
     def _gates(self, x, kernel, bias, keep):
         """H, T, C with lesioning applied: where `keep` is False, T := 0 and C := 1."""
@@ -270,7 +279,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         return ops.scan(step, x, xs)
 
     def call(self, inputs, training=None):
-        fast = self.hand_written_backward and backprop_from_output(self.activation) is not None
+        fast = self.hand_written_backward and has_fast_path(self.activation)
         if self.lesioned_layers or not fast:
             # Autodiff through the loop: any activation, and lesioning for the analyses.
             y, _ = self._scan(inputs, lambda x, h, t, c, y: y)
@@ -279,8 +288,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         x = ops.reshape(inputs, (-1, d))
         kernel = ops.cast(self.kernel, self.compute_dtype)
         bias = ops.cast(self.bias, self.compute_dtype)
-        run = highway_stack_inference if training is False else highway_stack
-        y = run(x, kernel, bias, self.activation, self.variant, self._learned)
+        y = highway_stack(x, kernel, bias, self.activation, self.variant, self._learned,
+                          self.unroll, training=training is not False)
         return ops.reshape(y, ops.shape(inputs))
 
     # -- analysis ------------------------------------------------------------------------------
@@ -330,7 +339,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
 
     def _dense_config(self):
         config = self.get_config()
-        for key in ("name", "trainable", "depth", "dtype"):
+        for key in ("name", "trainable", "depth", "unroll", "dtype"):
             config.pop(key, None)
         config.pop("activity_regularizer", None)
         return config
@@ -383,7 +392,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        return {**super().get_config(), "depth": self.depth, **self._highway_config()}
+        return {**super().get_config(), "depth": self.depth, **self._highway_config(),
+                "unroll": self.unroll}
 
 
 def stack_weights(layers):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from bench import headline, suite, wide
+from bench import headline, start_up, suite, wide
 from training.cli import main as cli_main
 
 
@@ -86,3 +86,15 @@ def test_bad_names_are_refused_with_the_choices(capsys):
     with pytest.raises(ValueError, match="headline"):
         suite.run(only=["nope"])
     assert cli_main(["bench", "--only", "nope"]) == 2
+
+
+def test_start_up_runs_deep_per_layer_graphs_once(tmp_path):
+    out = tmp_path / "start_up.json"
+    assert start_up.main(["--depths", "2,4", "--repeats", "2", "--max-graph-depth", "3",
+                          "--steps", "2", "--out", str(out)]) == 0
+    rows = {(r["path"], r["depth"]): r for r in json.loads(out.read_text())["results"]}
+    assert set(rows) == {(p, d) for p in start_up.PATHS for d in (2, 4)}
+    assert rows[("per_layer", 4)]["repeats"] == 1
+    assert rows[("per_layer", 2)]["repeats"] == rows[("stack", 4)]["repeats"] == 2
+    # the same net three ways: the same parameters
+    assert len({rows[(p, 4)]["params"] for p in start_up.PATHS}) == 1
