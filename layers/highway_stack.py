@@ -149,7 +149,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             the stacked `kernel` / `bias` (a sum-type regularizer such as L2 gives the same
             penalty as on the per-layer weights).
         activity_regularizer: Applied to the stack's output.
-        unroll: Layers written out per iteration of the fast path's loop (default 8): a stack
+        unroll: Layers written out per iteration of the fast path's loop (default 4): a stack
             up to that deep runs with no loop, and start-up grows with `unroll`, not depth. A
             speed / trace-time trade like `keras.layers.RNN(unroll=...)`; results do not depend
             on it.

@@ -95,8 +95,8 @@ def test_fast_path_matches_the_per_layer_chain_in_a_graph(variant, activation, u
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-# Depth 7 written out whole (7; the default 8 above), a loop of chunks and a tail (3: 2 x 3 + 1,
-# 2: 3 x 2 + 1), a loop and no tail (1: 7 x 1).
+# Depth 7: the default 4 (above) loops once and writes 3 out after; here written out whole (7),
+# a loop of chunks and a tail (3: 2 x 3 + 1; 2: 3 x 2 + 1), a loop and no tail (1: 7 x 1).
 @pytest.mark.parametrize("unroll", [7, 3, 2, 1])
 def test_chunked_loop_matches_the_per_layer_chain(variant, unroll):
     test_fast_path_matches_the_per_layer_chain_in_a_graph(variant, "tanh", unroll)
