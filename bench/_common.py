@@ -14,13 +14,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+class MeasurementFailed(RuntimeError):
+    """A measurement's own process failed; the message says which, and its last error line."""
+
+
 def run_child(module: str, args: list[str], timeout: float | None = None) -> dict:
     """`python -m module *args` in a fresh process; its last stdout line, parsed as JSON."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
     proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
                           check=False, env=env, cwd=ROOT, timeout=timeout)
     if proc.returncode:
-        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise MeasurementFailed(
+            f"`python -m {module} {' '.join(args)}` exited with status {proc.returncode}: "
+            f"{lines[-1] if lines else 'no error output'} (run it by hand for the traceback)")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

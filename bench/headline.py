@@ -12,8 +12,10 @@ interleaved so that a noisy spell on this shared machine hits all implementation
 
 Reported per implementation and depth (medians over repeats): time to first step (model
 construction + the first optimiser step, which includes tracing for Keras), steady-state steps/s
-(epochs after the first), total training time (construction + every epoch; no evaluation),
-final training loss and test accuracy (so that speed is never bought with a different result),
+(inside the epochs after the first: from the end of an epoch's first step to the end of its
+last, without the epoch's set-up; `epoch_steps_per_s` has it in), total training time
+(construction + every epoch; no evaluation), final training loss and test accuracy (so that
+speed is never bought with a different result),
 peak RSS of the process and the training memory above the RSS before the model was built, and
 the ratios of highway-zoo's numbers to each alternative's, from the same run. Per-layer Keras
 graphs are not run beyond `--max-graph-depth` (tracing a 1000-layer one takes minutes; see
@@ -93,9 +95,11 @@ def summarise(name: str, depth: int, runs: list[dict]) -> dict:
     """Medians over repeats of the per-run figures."""
     median = statistics.median
 
-    def steady(run):  # steps/s over the epochs after the first (tracing is in the first)
-        later = run["epoch_s"][1:] or run["epoch_s"]
-        return run["steps_per_epoch"] / statistics.median(later)
+    def steady(run):  # steps/s inside the epochs after the first (tracing is in the first)
+        return 1.0 / statistics.median(run["step_s"][1:] or run["step_s"])
+
+    def per_epoch(run):  # the same, each epoch's set-up included
+        return run["steps_per_epoch"] / statistics.median(run["epoch_s"][1:] or run["epoch_s"])
 
     return {
         "implementation": name,
@@ -104,6 +108,7 @@ def summarise(name: str, depth: int, runs: list[dict]) -> dict:
         "params": runs[0]["params"],
         "to_first_step_s": median(r["build_s"] + r["first_step_s"] for r in runs),
         "steady_steps_per_s": median(steady(r) for r in runs),
+        "epoch_steps_per_s": median(per_epoch(r) for r in runs),
         "total_s": median(r["total_s"] for r in runs),
         "final_loss": median(r["final_loss"] for r in runs),
         "test_accuracy": median(r["test_accuracy"] for r in runs),
@@ -128,6 +133,7 @@ def ratios(rows: list[dict]) -> list[dict]:
             "total_time": ours["total_s"] / theirs["total_s"],
             "to_first_step": ours["to_first_step_s"] / theirs["to_first_step_s"],
             "steady_steps_per_s": ours["steady_steps_per_s"] / theirs["steady_steps_per_s"],
+            "epoch_steps_per_s": ours["epoch_steps_per_s"] / theirs["epoch_steps_per_s"],
         })
     return out
 
@@ -147,24 +153,27 @@ def memory_per_layer(rows: list[dict], batch_size: int) -> dict | None:
 
 def format_tables(summary: dict) -> str:
     lines = [
-        "| depth | implementation | to first step (s) | steps/s | total (s) | final loss "
-        "| test acc | train mem (MB) |",
-        "| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| depth | implementation | to first step (s) | steps/s | steps/s per epoch | total (s) "
+        "| final loss | test acc | train mem (MB) |",
+        "| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in summary["results"]:
         lines.append(
             f"| {r['depth']} | {r['implementation']} | {r['to_first_step_s']:.2f} | "
-            f"{r['steady_steps_per_s']:.0f} | {r['total_s']:.2f} | {r['final_loss']:.3f} | "
+            f"{r['steady_steps_per_s']:.0f} | {r['epoch_steps_per_s']:.0f} | "
+            f"{r['total_s']:.2f} | {r['final_loss']:.3f} | "
             f"{r['test_accuracy']:.3f} | {r['train_mem_mb']:.0f} |")
     for s in summary["skipped"]:
         lines.append(f"| {s['depth']} | {s['implementation']} | not run: {s['reason']} "
-                     "| | | | | |")
+                     "| | | | | | |")
     if summary["ratios"]:
         lines += ["", "| depth | highway-zoo vs | total time (ours/theirs) | to first step "
-                  "(ours/theirs) | steps/s (ours/theirs) |", "| ---: | :--- | ---: | ---: | ---: |"]
+                  "(ours/theirs) | steps/s (ours/theirs) | per epoch |",
+                  "| ---: | :--- | ---: | ---: | ---: | ---: |"]
         for q in summary["ratios"]:
             lines.append(f"| {q['depth']} | {q['versus']} | {q['total_time']:.2f} | "
-                         f"{q['to_first_step']:.2f} | {q['steady_steps_per_s']:.2f} |")
+                         f"{q['to_first_step']:.2f} | {q['steady_steps_per_s']:.2f} | "
+                         f"{q['epoch_steps_per_s']:.2f} |")
     memory = summary.get("memory_per_layer")
     if memory:
         lines += ["", f"highway-zoo training memory: {memory['bytes_per_layer_per_example']:.0f} "

@@ -9,8 +9,10 @@ from bench import headline, start_up, suite, wide
 from training.cli import main as cli_main
 
 
-def _run(total, epoch_s, loss=0.1, acc=0.9, mem=100.0, steps_per_epoch=10):
-    return {"build_s": 0.5, "first_step_s": 1.0, "epoch_s": epoch_s, "steps_per_epoch":
+def _run(total, epoch_s, loss=0.1, acc=0.9, mem=100.0, steps_per_epoch=10, step_s=None):
+    step_s = step_s or [e / steps_per_epoch for e in epoch_s]
+    return {"build_s": 0.5, "first_step_s": 1.0, "epoch_s": epoch_s, "step_s": step_s,
+            "steps_per_epoch":
             steps_per_epoch, "total_s": total, "final_loss": loss, "test_accuracy": acc,
             "params": 1000, "peak_rss_mb": 500.0, "train_mem_mb": mem}
 
@@ -21,7 +23,18 @@ def test_summary_takes_medians_and_steady_state_after_the_first_epoch():
     assert row["total_s"] == 4.0
     assert row["to_first_step_s"] == 1.5
     # steps/s per run: 10/0.5, 10/1.0, 10/0.5 (median of the later epochs) -> median 20
-    assert row["steady_steps_per_s"] == pytest.approx(20.0)
+    assert row["steady_steps_per_s"] == row["epoch_steps_per_s"] == pytest.approx(20.0)
+    # steady steps/s come from the time per step inside the epochs, without their set-up
+    row = headline.summarise("numpy", 10, [_run(3.0, [2.0, 0.5, 0.5], step_s=[1.0, 0.02, 0.03])])
+    assert row["steady_steps_per_s"] == pytest.approx(1 / 0.025)
+    assert row["epoch_steps_per_s"] == pytest.approx(20.0)
+
+
+def test_steady_step_time_runs_from_the_first_step_end_to_the_last():
+    from bench.implementations import steady_step_s
+
+    assert steady_step_s([10.0, 10.1, 10.3], epoch_s=5.0) == pytest.approx(0.15)
+    assert steady_step_s([10.0], epoch_s=0.4) == 0.4
 
 
 def test_ratios_are_ours_over_theirs_at_the_same_depth():
@@ -98,3 +111,11 @@ def test_start_up_runs_deep_per_layer_graphs_once(tmp_path):
     assert rows[("per_layer", 2)]["repeats"] == rows[("stack", 4)]["repeats"] == 2
     # the same net three ways: the same parameters
     assert len({rows[(p, 4)]["params"] for p in start_up.PATHS}) == 1
+
+
+def test_a_failed_measurement_names_its_command_and_error():
+    from bench._common import MeasurementFailed, run_child
+
+    with pytest.raises(MeasurementFailed, match=r"bench.headline --child .* exited with status "
+                       r"1: .*no-such-file.npz"):
+        run_child("bench.headline", ["--child", "numpy", "2", "no-such-file.npz"])

@@ -17,8 +17,8 @@ from bench.implementations import numpy_highway as nh
 ROOT = Path(__file__).resolve().parents[1]
 
 RESULT_KEYS = {
-    "build_s", "first_step_s", "epoch_s", "steps", "steps_per_epoch", "total_s", "final_loss",
-    "test_accuracy", "params",
+    "build_s", "first_step_s", "epoch_s", "step_s", "steps", "steps_per_epoch", "total_s",
+    "final_loss", "test_accuracy", "params",
 }
 
 
@@ -59,7 +59,7 @@ def _check_result(result, data, epochs, batch_size=128):
     steps_per_epoch = math.ceil(len(data["x_train"]) / batch_size)
     assert result["steps_per_epoch"] == steps_per_epoch
     assert result["steps"] == epochs * steps_per_epoch
-    assert len(result["epoch_s"]) == epochs
+    assert len(result["epoch_s"]) == len(result["step_s"]) == epochs
     assert all(s > 0 for s in result["epoch_s"])
     assert result["build_s"] >= 0
     assert 0 < result["first_step_s"] <= result["total_s"]

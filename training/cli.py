@@ -261,9 +261,14 @@ def main(argv: list[str] | None = None) -> int:
                   init=args.init, epochs=args.epochs, data_dir=args.data_dir, out=args.out,
                   isolate=not args.in_process)
         elif args.command == "bench":
+            from bench._common import MeasurementFailed
             from bench.suite import run as run_benchmarks
 
-            return run_benchmarks(full=args.full, out_dir=args.out, only=args.only)
+            try:
+                return run_benchmarks(full=args.full, out_dir=args.out, only=args.only)
+            except MeasurementFailed as err:
+                print(f"highway-zoo bench: {err}", file=sys.stderr)
+                return 1
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"highway-zoo {args.command}: error: {err}", file=sys.stderr)
         return 2

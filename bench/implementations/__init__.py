@@ -2,7 +2,8 @@
 softmax 10; Adam 5e-3, global-norm clip 5, batch 128) as each alternative implements it.
 
 Every implementation has `train(data, depth, width, epochs, batch_size, learning_rate,
-clipnorm, transform_bias, seed, max_steps) -> dict` with the same keys (see numpy_highway).
+clipnorm, transform_bias, seed, max_steps) -> dict` with the same keys (see numpy_highway),
+its per-epoch steady step time from `steady_step_s`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,16 @@ IMPLEMENTATIONS = {
 }
 # Implementations that build one graph node per layer: tracing grows with depth.
 PER_LAYER_GRAPHS = ("keras_two_dense", "keras_per_layer")
+
+
+def steady_step_s(batch_ends: list[float], epoch_s: float) -> float:
+    """Mean time per step from the end of an epoch's first step to the end of its last: the
+    rate once running, without the epoch's set-up (shuffling, a data pipeline's first batch,
+    callbacks), which total times still include. The whole epoch over its steps when it has
+    fewer than two."""
+    if len(batch_ends) < 2:
+        return epoch_s / max(len(batch_ends), 1)
+    return (batch_ends[-1] - batch_ends[0]) / (len(batch_ends) - 1)
 
 
 def available(name: str) -> bool:

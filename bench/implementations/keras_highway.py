@@ -13,6 +13,8 @@ import time
 
 import keras
 
+from bench.implementations import steady_step_s
+
 # The seed write-up's uniform +-1/sqrt(fan_in) (training/demo.py's "seed" init).
 SEED_INIT = {
     "class_name": "VarianceScaling",
@@ -77,6 +79,7 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
         "build_s": build_s,
         "first_step_s": timer.first_step_s,
         "epoch_s": timer.epoch_s,
+        "step_s": [t / steps_per_execution for t in timer.step_s],  # per execution -> per step
         "steps": epochs * steps_per_epoch,
         "steps_per_epoch": steps_per_epoch,
         "total_s": build_s + sum(timer.epoch_s),
@@ -87,20 +90,24 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
 
 
 class _Timer(keras.callbacks.Callback):
-    """Epoch wall times and the time to the end of the first step (the first execution when
-    `steps_per_execution` > 1), from the start of the training loop."""
+    """Epoch wall times, the steady step time inside each epoch (`steady_step_s`) and the time
+    to the end of the first step (the first execution when `steps_per_execution` > 1), from the
+    start of the training loop."""
 
     def on_train_begin(self, logs=None):
         self.loop_start = time.perf_counter()
         self.first_step_s = None
-        self.epoch_s = []
+        self.epoch_s, self.step_s = [], []
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch_start = self.loop_start if epoch == 0 else time.perf_counter()
+        self.batch_ends = []
 
     def on_train_batch_end(self, batch, logs=None):
+        self.batch_ends.append(time.perf_counter())
         if self.first_step_s is None:
-            self.first_step_s = time.perf_counter() - self.loop_start
+            self.first_step_s = self.batch_ends[0] - self.loop_start
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_s.append(time.perf_counter() - self.epoch_start)
+        self.step_s.append(steady_step_s(self.batch_ends, self.epoch_s[-1]))

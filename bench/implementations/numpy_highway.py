@@ -36,6 +36,8 @@ import time
 
 import numpy as np
 
+from bench.implementations import steady_step_s
+
 N_INPUTS = 784
 N_CLASSES = 10
 # Keras's Adam defaults, besides the learning rate.
@@ -287,12 +289,13 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
     build_s = time.perf_counter() - start
 
     rng = np.random.default_rng([seed, 1])  # the shuffling stream, apart from init's
-    epoch_s, steps, first_step_s, final_loss = [], 0, None, float("nan")
+    epoch_s, step_s, steps, first_step_s, final_loss = [], [], 0, None, float("nan")
     loop_start = time.perf_counter()
     for _ in range(epochs):
         if max_steps is not None and steps >= max_steps:
             break
         epoch_start = time.perf_counter()
+        batch_ends = []
         order = rng.permutation(n)
         loss_sum, seen = 0.0, 0
         for begin in range(0, n, batch_size):
@@ -301,14 +304,16 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
             loss, _ = loss_and_grads(params, xb, yb, grads)
             optimizer.apply(grad_flat)
             steps += 1
+            batch_ends.append(time.perf_counter())
             if first_step_s is None:
-                first_step_s = time.perf_counter() - loop_start
+                first_step_s = batch_ends[0] - loop_start
             # Keras's fit weights each batch's loss by its size.
             loss_sum += loss * len(index)
             seen += len(index)
             if max_steps is not None and steps >= max_steps:
                 break
         epoch_s.append(time.perf_counter() - epoch_start)
+        step_s.append(steady_step_s(batch_ends, epoch_s[-1]))
         final_loss = loss_sum / seen if seen else float("nan")
 
     x_test = np.asarray(data["x_test"], dtype=np.float32)
@@ -317,6 +322,7 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
         "build_s": build_s,
         "first_step_s": first_step_s if first_step_s is not None else float("nan"),
         "epoch_s": epoch_s,
+        "step_s": step_s,
         "steps": steps,
         "steps_per_epoch": steps_per_epoch,
         "total_s": build_s + sum(epoch_s),

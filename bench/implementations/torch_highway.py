@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bench.implementations import steady_step_s
+
 N_INPUTS = 784
 N_CLASSES = 10
 _EVAL_BATCH = 1024
@@ -154,13 +156,14 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
     build_s = time.perf_counter() - start
 
     generator = torch.Generator().manual_seed(seed + 1)  # the shuffling stream
-    epoch_s, steps, first_step_s, final_loss = [], 0, None, float("nan")
+    epoch_s, step_s, steps, first_step_s, final_loss = [], [], 0, None, float("nan")
     model.train()
     loop_start = time.perf_counter()
     for _ in range(epochs):
         if max_steps is not None and steps >= max_steps:
             break
         epoch_start = time.perf_counter()
+        batch_ends = []
         order = torch.randperm(n, generator=generator)
         loss_sum, seen = torch.zeros(()), 0
         for begin in range(0, n, batch_size):
@@ -172,14 +175,16 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
             nn.utils.clip_grad_norm_(model.parameters(), clipnorm)
             optimizer.step()
             steps += 1
+            batch_ends.append(time.perf_counter())
             if first_step_s is None:
-                first_step_s = time.perf_counter() - loop_start
+                first_step_s = batch_ends[0] - loop_start
             # Keras's fit weights each batch's loss by its size.
             loss_sum += loss.detach() * len(index)
             seen += len(index)
             if max_steps is not None and steps >= max_steps:
                 break
         epoch_s.append(time.perf_counter() - epoch_start)
+        step_s.append(steady_step_s(batch_ends, epoch_s[-1]))
         final_loss = float(loss_sum) / seen if seen else float("nan")
 
     x_test = torch.as_tensor(np.asarray(data["x_test"], dtype=np.float32))
@@ -188,6 +193,7 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
         "build_s": build_s,
         "first_step_s": first_step_s if first_step_s is not None else float("nan"),
         "epoch_s": epoch_s,
+        "step_s": step_s,
         "steps": steps,
         "steps_per_epoch": steps_per_epoch,
         "total_s": build_s + sum(epoch_s),
