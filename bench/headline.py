@@ -15,11 +15,10 @@ construction + the first optimiser step, which includes tracing for Keras), stea
 (inside the epochs after the first: from the end of an epoch's first step to the end of its
 last, without the epoch's set-up; `epoch_steps_per_s` has it in), total training time
 (construction + every epoch; no evaluation), final training loss and test accuracy (so that
-speed is never bought with a different result),
-peak RSS of the process and the training memory above the RSS before the model was built, and
-the ratios of highway-zoo's numbers to each alternative's, from the same run. Per-layer Keras
-graphs are not run beyond `--max-graph-depth` (tracing a 1000-layer one takes minutes; see
-bench/results/start_up.json).
+speed is never bought with a different result), peak RSS of the process and the training
+memory above the RSS before the model was built, and the ratios of highway-zoo's numbers to
+each alternative's, from the same run. Per-layer Keras graphs are not run beyond
+`--max-graph-depth` (tracing a 1000-layer one takes minutes; see bench/results/start_up.json).
 """
 
 from __future__ import annotations
@@ -76,7 +75,6 @@ def read_data(data_file: str) -> dict:
 
 def child(name: str, depth: int, data_file: str, options: dict) -> dict:
     """Runs in a fresh process: trains once, adds memory figures."""
-
     from bench.implementations import train
 
     data = read_data(data_file)
@@ -91,24 +89,27 @@ def child(name: str, depth: int, data_file: str, options: dict) -> dict:
             "train_mem_mb": max(peak - baseline, 0.0)}
 
 
+def steady_steps_per_s(run: dict) -> float:
+    """A run's steps/s inside the epochs after the first (tracing is in the first)."""
+    return 1.0 / statistics.median(run["step_s"][1:] or run["step_s"])
+
+
+def epoch_steps_per_s(run: dict) -> float:
+    """The same with each epoch's set-up included."""
+    return run["steps_per_epoch"] / statistics.median(run["epoch_s"][1:] or run["epoch_s"])
+
+
 def summarise(name: str, depth: int, runs: list[dict]) -> dict:
     """Medians over repeats of the per-run figures."""
     median = statistics.median
-
-    def steady(run):  # steps/s inside the epochs after the first (tracing is in the first)
-        return 1.0 / statistics.median(run["step_s"][1:] or run["step_s"])
-
-    def per_epoch(run):  # the same, each epoch's set-up included
-        return run["steps_per_epoch"] / statistics.median(run["epoch_s"][1:] or run["epoch_s"])
-
     return {
         "implementation": name,
         "depth": depth,
         "repeats": len(runs),
         "params": runs[0]["params"],
         "to_first_step_s": median(r["build_s"] + r["first_step_s"] for r in runs),
-        "steady_steps_per_s": median(steady(r) for r in runs),
-        "epoch_steps_per_s": median(per_epoch(r) for r in runs),
+        "steady_steps_per_s": median(steady_steps_per_s(r) for r in runs),
+        "epoch_steps_per_s": median(epoch_steps_per_s(r) for r in runs),
         "total_s": median(r["total_s"] for r in runs),
         "final_loss": median(r["final_loss"] for r in runs),
         "test_accuracy": median(r["test_accuracy"] for r in runs),

@@ -1,4 +1,4 @@
-"""Start-up of a deep FC highway net: per-layer HighwayDense graph vs one HighwayStack loop.
+"""Start-up of a deep FC highway net: per-layer HighwayDense graph vs HighwayStack.
 
     python -m bench.start_up [--depths 10,30,100,1000] [--repeats 3] [--max-graph-depth 100]
 

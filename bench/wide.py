@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench._common import run_child, write_results
-from bench.headline import _names, load_data, read_data
+from bench.headline import _names, epoch_steps_per_s, load_data, read_data
 from bench.implementations import available
 
 RESULTS = Path(__file__).resolve().parent / "results" / "wide.json"
@@ -117,11 +117,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for name in names:
-        def steady(run):
-            return run["steps_per_epoch"] / statistics.median(run["epoch_s"][1:] or run["epoch_s"])
-
-        ratios = [steady(r) * flops / 1e9 / r["matmul_gflops"] for r in runs[name]]
-        steps = statistics.median(steady(r) for r in runs[name])
+        # Whole epochs here: a step is ~0.5 s, so an epoch's set-up is ~1% of it.
+        ratios = [epoch_steps_per_s(r) * flops / 1e9 / r["matmul_gflops"] for r in runs[name]]
+        steps = statistics.median(epoch_steps_per_s(r) for r in runs[name])
         rows.append({
             "implementation": name, "steady_steps_per_s": steps,
             "gflops": steps * flops / 1e9,

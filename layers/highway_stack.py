@@ -89,6 +89,12 @@ class _PerLayerInitializer(keras.initializers.Initializer):
         return {"initializers": [keras.initializers.serialize(i) for i in self.initializers]}
 
 
+def _positive_int(name, value, meaning):
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1 ({meaning}). Received: {name}={value!r}")
+    return int(value)
+
+
 @keras.saving.register_keras_serializable(package="highway_zoo")
 class HighwayStack(HighwayArguments, keras.layers.Layer):
     """`depth` fully connected highway layers of one width, kept as stacked weights.
@@ -183,16 +189,9 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         unroll=UNROLL,
         **kwargs,
     ):
-        if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 1:
-            raise ValueError(f"depth must be an integer >= 1. Received: depth={depth!r}")
-        if not isinstance(unroll, (int, np.integer)) or isinstance(unroll, bool) or unroll < 1:
-            raise ValueError(
-                f"unroll must be an integer >= 1 (layers written out per loop iteration). "
-                f"Received: unroll={unroll!r}"
-            )
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
-        self.depth = int(depth)
-        self.unroll = int(unroll)
+        self.depth = _positive_int("depth", depth, "highway layers")
+        self.unroll = _positive_int("unroll", unroll, "layers written out per loop iteration")
         self._set_highway_arguments(
             activation, variant, kernel_initializer, bias_initializer,
             transform_kernel_initializer, transform_bias_initializer, carry_kernel_initializer,
