@@ -144,7 +144,9 @@ def highway_stack(x, kernel, bias, activation, variant, learned, unroll=UNROLL, 
         weights = [_per_layer(w) for w in _split_branches(kernel, bias, n)]
         saved = [_empty(x, depth) for _ in range(2 + len(gates))] if keep else []
         y, saved = _over_layers(depth, unroll, forward(weights, keep), x, saved)
-        return y, weights, saved
+        # `write` returns arrays that log "TensorArray ... never used" when dropped unread, as
+        # these are by a forward pass with no gradient taken; `identity` gives plain ones.
+        return y, weights, [a.identity() for a in saved]
 
     if not training:
         return run_forward(x, kernel, bias, keep=False)[0]

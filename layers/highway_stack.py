@@ -288,7 +288,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         kernel = ops.cast(self.kernel, self.compute_dtype)
         bias = ops.cast(self.bias, self.compute_dtype)
         y = highway_stack(x, kernel, bias, self.activation, self.variant, self._learned,
-                          self.unroll, training=training is not False)
+                          self.unroll, training=bool(training))
         return ops.reshape(y, ops.shape(inputs))
 
     # -- analysis ------------------------------------------------------------------------------
@@ -329,6 +329,30 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         return self._scan(self._prepare(x), collect)[1]
 
     transform_gate = transform_gates
+
+    def mean_transform_gates(self, x):
+        """Each layer's T averaged over all axes but the batch, `(batch, depth)`: column `i` is
+        `mean(transform_gates(x)[i])` per example (what the export's "gates" signature gives).
+
+        One loop carries the layer input and the `(batch, depth)` means, filling a column per
+        layer, so nothing is kept per layer: unlike the `(depth, ...)` methods it converts to
+        TFLite with builtin ops (their per-layer arrays need a static batch size there).
+        """
+        x = self._prepare(x)
+        kernel, bias, keep = self._xs()
+        axes = tuple(range(1, len(x.shape)))
+        columns = ops.arange(self.depth)
+
+        def body(i, carry):
+            x, means = carry
+            m = None if keep is None else ops.take(keep, i)
+            h, t, c = self._gates(x, ops.take(kernel, i, axis=0), ops.take(bias, i, axis=0), m)
+            mean = ops.mean(ops.ones_like(x) if t is None else t, axis=axes)
+            means = ops.where(ops.equal(columns, i), mean[:, None], means)
+            return combine(self.variant, x, h, t, c), means
+
+        means = ops.zeros((ops.shape(x)[0], self.depth), dtype=x.dtype)
+        return ops.fori_loop(0, self.depth, body, (x, means))[1]
 
     def layer_names(self, prefix="highway_", start=1):
         """The per-layer names, `prefix + str(start + i)` (the zoo's FC nets: highway_1...)."""

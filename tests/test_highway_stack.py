@@ -1,6 +1,12 @@
 """HighwayStack (layers/highway_stack.py) against a chain of HighwayDense layers with the same
 weights: outputs, gradients, per-layer gates, lesioning, conversion and .keras round trips."""
 
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -12,6 +18,7 @@ from layers._stack_loop import UNROLL
 from layers.highway_stack import HighwayStack, stack_weights, unstack_weights
 
 DEPTH, WIDTH, BATCH = 7, 6, 5
+FAST_ACTIVATIONS = ["tanh", "sigmoid", "relu", "linear"]  # derivative in terms of the output
 
 
 def _pair(variant, seed=0, activation="tanh", unroll=UNROLL):
@@ -35,23 +42,74 @@ def _x(seed=1):
     return np.random.default_rng(seed).normal(size=(BATCH, WIDTH)).astype("float32")
 
 
-@pytest.mark.parametrize("variant", ["coupled", "full", "c_only"])
-def test_outputs_and_gradients_match_the_per_layer_chain(variant):
-    stack, layers = _pair(variant)
+def _graph_nodes(fn, *args):
+    """Every node of `fn`'s traced graph, the loop bodies' and gradient functions' included."""
+    graph_def = fn.get_concrete_function(*args).graph.as_graph_def()
+    return [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("activation", FAST_ACTIVATIONS)
+def test_eager_outputs_and_gradients_match_the_per_layer_chain(variant, activation):
+    # training=True runs the hand-written backward pass; training=None is inference, as in
+    # every Keras layer, and a GradientTape still differentiates it (autodiff through the loop).
+    stack, layers = _pair(variant, activation=activation)
     x = tf.constant(_x())
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(x)
-        y_stack = stack(x)
-        y_chain = _chain(layers, x)
-        loss_stack = tf.reduce_sum(tf.sin(y_stack))
-        loss_chain = tf.reduce_sum(tf.sin(y_chain))
-    np.testing.assert_allclose(y_stack, y_chain, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(tape.gradient(loss_stack, x), tape.gradient(loss_chain, x),
-                               rtol=1e-5, atol=1e-6)
-    g_kernel, g_bias = tape.gradient(loss_stack, [stack.kernel, stack.bias])
-    g_chain = tape.gradient(loss_chain, [w for layer in layers for w in (layer.kernel, layer.bias)])
-    np.testing.assert_allclose(g_kernel, np.stack(g_chain[0::2]), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(g_bias, np.stack(g_chain[1::2]), rtol=1e-5, atol=1e-6)
+    for training in (True, None):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            y_stack = stack(x, training=training)
+            y_chain = _chain(layers, x)
+            loss_stack = tf.reduce_sum(tf.sin(y_stack))
+            loss_chain = tf.reduce_sum(tf.sin(y_chain))
+        np.testing.assert_allclose(y_stack, y_chain, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(tape.gradient(loss_stack, x), tape.gradient(loss_chain, x),
+                                   rtol=1e-5, atol=1e-6)
+        g_kernel, g_bias = tape.gradient(loss_stack, [stack.kernel, stack.bias])
+        g_chain = tape.gradient(loss_chain,
+                                [w for layer in layers for w in (layer.kernel, layer.bias)])
+        np.testing.assert_allclose(g_kernel, np.stack(g_chain[0::2]), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g_bias, np.stack(g_chain[1::2]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "activation, lesioned, hand_written, fast",
+    [(a, False, True, True) for a in FAST_ACTIVATIONS]
+    + [("elu", False, True, False),  # no derivative in terms of the output
+       ("tanh", True, True, False),  # lesioning: the autodiff path
+       ("tanh", False, False, False)],  # forced off
+)
+def test_takes_the_fast_path_where_it_should(activation, lesioned, hand_written, fast):
+    """The fast path writes every layer out (unroll at a time: one matmul per branch per
+    layer in the graph) and trains through its custom gradient; the fallback scans one
+    fused matmul, autodiffed. Counted in the traced graphs."""
+    stack, _ = _pair("full", activation=activation)  # 3 branches
+    stack.lesioned_layers = {2} if lesioned else set()
+    if not hand_written:
+        stack.hand_written_backward = False  # otherwise the default
+    spec = tf.TensorSpec((None, WIDTH))
+
+    def traced(training):
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = stack(x, training=training)
+            return y, tape.gradient(y, x)
+
+        return _graph_nodes(step, spec)
+
+    forward = _graph_nodes(tf.function(lambda x: stack(x, training=False)), spec)
+    assert sum(n.op == "MatMul" for n in forward) == (DEPTH * 3 if fast else 1)
+    for training, custom in ((True, fast), (None, False)):  # None: inference, as in Keras
+        nodes = traced(training)
+        assert any("_gradient_op_type" in n.attr for n in nodes) == custom, training
+
+
+def _training(stack):
+    """The stack called with training=True: its hand-written backward pass where it has one
+    (training=None is inference, differentiated by autodiff)."""
+    return lambda x: stack(x, training=True)
 
 
 def _loss_and_grads(fn, x, weights, jit=False):
@@ -72,7 +130,8 @@ def _check_against_the_chain(variant, activation, unroll):
     """Outputs and gradients of the stack, in a graph with 3-D input, equal the chain's."""
     stack, layers = _pair(variant, activation=activation, unroll=unroll)
     x = np.random.default_rng(2).normal(size=(2, BATCH, WIDTH)).astype("float32")  # 3-D input
-    y_stack, (gx, g_kernel, g_bias) = _loss_and_grads(stack, x, [stack.kernel, stack.bias])
+    y_stack, (gx, g_kernel, g_bias) = _loss_and_grads(_training(stack), x,
+                                                      [stack.kernel, stack.bias])
     chain_weights = [w for layer in layers for w in (layer.kernel, layer.bias)]
     y_chain, (gx_chain, *g_chain) = _loss_and_grads(lambda x: _chain(layers, x), x,
                                                     chain_weights)
@@ -110,9 +169,9 @@ def test_chunked_loop_matches_the_per_layer_chain(variant, unroll):
 def test_autodiff_switch_gives_the_same_gradients():
     stack, _ = _pair("full")
     x = np.random.default_rng(4).normal(size=(BATCH, WIDTH)).astype("float32")
-    fast = _loss_and_grads(stack, x, [stack.kernel, stack.bias])
+    fast = _loss_and_grads(_training(stack), x, [stack.kernel, stack.bias])
     stack.hand_written_backward = False
-    slow = _loss_and_grads(stack, x, [stack.kernel, stack.bias])
+    slow = _loss_and_grads(_training(stack), x, [stack.kernel, stack.bias])
     for a, b in zip([fast[0], *fast[1]], [slow[0], *slow[1]]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
@@ -120,11 +179,14 @@ def test_autodiff_switch_gives_the_same_gradients():
 @pytest.mark.parametrize("unroll", [UNROLL, 3])
 def test_fast_path_compiles_with_xla(unroll):
     stack, layers = _pair("coupled", unroll=unroll)
-    y, (gx, g_kernel, _) = _loss_and_grads(stack, _x(), [stack.kernel, stack.bias], jit=True)
+    y, (gx, g_kernel, g_bias) = _loss_and_grads(_training(stack), _x(),
+                                                [stack.kernel, stack.bias], jit=True)
     y_chain, (gx_chain, *g_chain) = _loss_and_grads(
         lambda x: _chain(layers, x), _x(), [w for layer in layers for w in layer.weights])
     np.testing.assert_allclose(y, y_chain, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gx, gx_chain, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(g_kernel, np.stack(g_chain[0::2]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g_bias, np.stack(g_chain[1::2]), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("unroll", [UNROLL, 3])
@@ -149,8 +211,15 @@ def test_fast_path_trains_like_the_per_layer_net(unroll):
     for _ in range(5):
         stacked.train_on_batch(x, y)
         per_layer.train_on_batch(x, y)
-    np.testing.assert_allclose(stack.kernel, np.stack([layer.kernel for layer in layers]),
-                               rtol=1e-4, atol=1e-5)
+    head, head_chain = stacked.layers[-1], per_layer.layers[-1]
+    assert not np.array_equal(head.kernel, np.ones(head.kernel.shape))  # it trained
+    pairs = [(stack.kernel, [layer.kernel for layer in layers]),
+             (stack.bias, [layer.bias for layer in layers]),
+             (head.kernel, [head_chain.kernel]), (head.bias, [head_chain.bias])]
+    assert len(pairs) == len(stacked.weights) and len(layers) * 2 + 2 == len(per_layer.weights)
+    for weight, chain_weights in pairs:
+        expected = np.stack(chain_weights) if len(chain_weights) > 1 else chain_weights[0]
+        np.testing.assert_allclose(weight, expected, rtol=1e-4, atol=1e-5, err_msg=weight.path)
 
 
 def test_traced_in_a_model_with_unknown_batch():
@@ -292,3 +361,61 @@ def test_unroll_is_config_and_does_not_change_the_weights_layout(tmp_path):
     other.load_weights(tmp_path / "s.weights.h5")
     np.testing.assert_allclose(other.predict(_x(), verbose=0), _chain(layers, _x()), rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["coupled", "full"])
+def test_gradients_flow_through_inference_in_a_graph(variant):
+    # A user's GradientTape around model(x) (training=None: inference) still gets the
+    # gradients, from TF's autodiff through the inference loop (a chunked loop and a tail).
+    stack, layers = _pair(variant, unroll=3)
+    x = _x()
+    y, (gx, g_kernel, g_bias) = _loss_and_grads(stack, x, [stack.kernel, stack.bias])
+    y_chain, (gx_chain, *g_chain) = _loss_and_grads(
+        lambda x: _chain(layers, x), x, [w for layer in layers for w in layer.weights])
+    np.testing.assert_allclose(y, y_chain, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gx, gx_chain, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g_kernel, np.stack(g_chain[0::2]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g_bias, np.stack(g_chain[1::2]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["coupled", "c_only", "residual"])
+def test_mean_transform_gates_are_the_per_layer_means(variant):
+    stack, layers = _pair(variant)
+    x = np.random.default_rng(5).normal(size=(BATCH, 2, WIDTH)).astype("float32")  # 3-D input
+    expected = np.asarray(stack.transform_gates(x)).mean(axis=(2, 3)).T  # (batch, depth)
+    means = stack.mean_transform_gates(x)
+    assert tuple(means.shape) == (BATCH, DEPTH)
+    np.testing.assert_allclose(means, expected, rtol=1e-6, atol=1e-7)
+    traced = tf.function(stack.mean_transform_gates,
+                         input_signature=[tf.TensorSpec((None, 2, WIDTH))])  # unknown batch
+    np.testing.assert_allclose(traced(x), expected, rtol=1e-6, atol=1e-7)
+    stack.lesioned_layers = {1, 4}
+    lesioned = np.asarray(stack.mean_transform_gates(x))
+    np.testing.assert_array_equal(lesioned[:, [1, 4]], 0.0)
+    np.testing.assert_allclose(lesioned, np.asarray(stack.transform_gates(x)).mean(axis=(2, 3)).T,
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_an_ordinary_forward_pass_logs_no_tensorflow_errors(tmp_path):
+    # Each of these once logged "ERROR:tensorflow ... TensorArray ... never used" at exit,
+    # from the per-layer arrays a training pass keeps for a backward pass never taken.
+    script = tmp_path / "forward.py"
+    script.write_text(textwrap.dedent("""
+        import keras, numpy as np
+        from layers import HighwayStack
+        inputs = keras.Input((6,))
+        model = keras.Model(inputs, keras.layers.Dense(2)(HighwayStack(5, unroll=2)(inputs)))
+        x = np.ones((4, 6), "float32")
+        model(x)
+        model(x, training=True)
+        model.predict(x, verbose=0)
+        model.compile("adam", "mse")
+        model.fit(x, np.zeros((4, 2)), verbose=0)
+        print("done")
+    """))
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-2000:]
+    assert "ERROR:tensorflow" not in run.stderr and "never used" not in run.stderr, run.stderr
