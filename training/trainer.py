@@ -654,7 +654,12 @@ def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name
     if previous is not None:  # final files of this same run, if it was killed finishing
         for leftover in (WEIGHTS_FILE, hash_path(WEIGHTS_FILE), MODEL_FILE, METRICS_FILE):
             (run_dir / leftover).unlink(missing_ok=True)
-    zoo.save(model, run_dir)
+    # The run directory is a preset: its model card shows what was measured and how.
+    zoo.save(model, run_dir, metrics=metrics, training={
+        "dataset": f"{config['dataset']['name']} ({config['dataset']['num_train']} train / "
+                   f"{config['dataset']['num_test']} test; {config['dataset']['source']})",
+        "recipe": recipe.get("name"), "seed": seed, "command": " ".join(run["command"]),
+    })
     if role.is_chief:
         write_text(run_dir / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
     run.update(status="finished", finished=_now(), iterations=metrics["iterations"])

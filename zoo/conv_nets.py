@@ -13,7 +13,7 @@ import itertools
 import keras
 
 from layers import HighwayConv2D
-from zoo.heads import classifier, image_input
+from zoo.heads import check_input_shape, classifier, feature_info, features, image_input
 from zoo.registry import register, register_family
 
 CAFFE_XAVIER = {
@@ -48,7 +48,25 @@ _CONV_OVERRIDES = (
 )
 
 
-@register_family("highway_conv_mnist", ("width",) + _CONV_OVERRIDES)
+_MNIST_STAGES = [(2, 3, 0.3), (3, 3, 0.4), (3, 2, 0.5)]  # (highway convs, pool size, dropout)
+_MNIST_STEM = 5
+
+
+def _half(size):
+    return None if size is None else -(-size // 2)  # ceil: Caffe's pooling, padding="same"
+
+
+def _mnist_features(args):
+    """The last stage's output: 28 -> 24 (5x5 valid) -> 12 -> 6 -> 3."""
+    h, w, _ = args["input_shape"]
+    h, w = (None if d is None else d - _MNIST_STEM + 1 for d in (h, w))
+    for _ in _MNIST_STAGES:
+        h, w = _half(h), _half(w)
+    return feature_info(f"stage{len(_MNIST_STAGES)}_dropout", (h, w, args["width"]), True)
+
+
+@register_family("highway_conv_mnist", ("width", "input_shape") + _CONV_OVERRIDES,
+                 features=_mnist_features)
 def highway_conv_mnist(
     *,
     input_shape,
@@ -60,8 +78,21 @@ def highway_conv_mnist(
     classes,
     classifier_stddev,
     classifier_activation="softmax",
+    include_top=True,
+    pooling=None,
 ):
-    """Table 1: conv 5x5 then 2 + 3 + 3 highway convs, 3x3/2 and 2x2/2 pools."""
+    """Table 1: conv 5x5 then 2 + 3 + 3 highway convs, 3x3/2 and 2x2/2 pools.
+
+    The classifier reads the flattened last feature map, so with the top the input is 28x28
+    (as keras.applications' VGG16); without it any size from 5x5 up.
+    """
+    input_shape = check_input_shape(input_shape, _MNIST_STEM)
+    if include_top and tuple(input_shape[:2]) != (28, 28):
+        raise ValueError(
+            "The MNIST conv nets' classifier reads the flattened 3x3 feature map of a 28x28 "
+            f"image; input_shape={input_shape} needs include_top=False (features of any size "
+            "from 5x5, e.g. with pooling='avg' and your own head)."
+        )
     inputs, x = image_input(input_shape, preprocessing)
     x = keras.layers.Dropout(0.2, name="input_dropout")(x)
     x = keras.layers.Conv2D(
@@ -69,18 +100,33 @@ def highway_conv_mnist(
         kernel_initializer=_init(CAFFE_XAVIER), name="stem_conv",
     )(x)
     # padding="same" reproduces Caffe's ceil-mode pooling: 24 -> 12 -> 6 (spec §2).
-    stages = [(2, 3, 0.3), (3, 3, 0.4), (3, 2, 0.5)]
-    for s, (n, pool, rate) in enumerate(stages, start=1):
+    for s, (n, pool, rate) in enumerate(_MNIST_STAGES, start=1):
         x = _highway_stack(x, n, (3,), f"stage{s}", activation, transform_bias, variant)
         x = keras.layers.MaxPooling2D(pool, 2, padding="same", name=f"stage{s}_pool")(x)
         x = keras.layers.Dropout(rate, name=f"stage{s}_dropout")(x)
+    if not include_top:
+        return inputs, features(x, pooling)
     x = keras.layers.Flatten(name="flatten")(x)
     init = keras.initializers.RandomNormal(stddev=classifier_stddev)
     return inputs, classifier(x, classes, classifier_activation, init)
 
 
+def _cifar_features(args):
+    """The last stage's output (Table 2 head), or the 1x1 head conv's (Table 3 head): the
+    2x2/2 pools between stages halve the size, rounding down."""
+    h, w, _ = args["input_shape"]
+    pools = len(args["stage_widths"]) - 1
+    h, w = (None if d is None else d // 2**pools for d in (h, w))
+    if args["head"] == "conv1x1_gap":
+        return feature_info("head_conv", (h, w, args["head_width"]), True)
+    stages, n = len(args["stage_widths"]), args["highway_per_stage"][-1]
+    last = f"stage{stages}_highway{n}" if n else f"stage{stages}_conv"
+    return feature_info(last, (h, w, args["stage_widths"][-1]), True)
+
+
 @register_family(
-    "highway_cifar", ("stage_widths", "highway_per_stage") + _CONV_OVERRIDES
+    "highway_cifar", ("stage_widths", "highway_per_stage", "input_shape") + _CONV_OVERRIDES,
+    features=_cifar_features,
 )
 def highway_cifar(
     *,
@@ -97,12 +143,18 @@ def highway_cifar(
     classes,
     classifier_stddev=None,
     classifier_activation="softmax",
+    include_top=True,
+    pooling=None,
 ):
     """Stages of one plain 3x3 conv (the width change) plus highway convs, 2x2/2
     max pools between stages, then one of two heads:
 
     - ``"conv1x1_gap"`` (Table 3): 1x1 conv to `head_width`, global average pool;
     - ``"maxpool_fc"`` (Table 2, reconstructed): global max pool, Dense `head_width`.
+
+    Both heads pool globally, so any input size from 2**(stages - 1) up works. The 1x1
+    conv belongs to the body: `include_top=False` returns its output; the global pool, the
+    Dense of the Table 2 head and the classifier are the top.
     """
     if len(stage_widths) != len(highway_per_stage):
         raise ValueError(
@@ -110,6 +162,7 @@ def highway_cifar(
             f"Received: stage_widths={stage_widths!r}, "
             f"highway_per_stage={highway_per_stage!r}"
         )
+    input_shape = check_input_shape(input_shape, 2 ** (len(stage_widths) - 1))
     inputs, x = image_input(input_shape, preprocessing)
     x = keras.layers.Dropout(0.2, name="input_dropout")(x)
     for s, (width, n) in enumerate(zip(stage_widths, highway_per_stage), start=1):
@@ -128,6 +181,9 @@ def highway_cifar(
             head_width, 1, activation="relu",
             kernel_initializer=_init(CAFFE_XAVIER), name="head_conv",
         )(x)
+    if not include_top:
+        return inputs, features(x, pooling)
+    if head == "conv1x1_gap":
         x = keras.layers.GlobalAveragePooling2D(name="head_pool")(x)
     elif head == "maxpool_fc":
         x = keras.layers.GlobalMaxPooling2D(name="head_pool")(x)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import keras
 
 from layers import HighwayDense, HighwayStack
-from zoo.heads import classifier, image_input
+from zoo.heads import classifier, feature_info, features, image_input
 from zoo.registry import register, register_family
 
 FC_OVERRIDES = (
@@ -25,11 +25,12 @@ FC_OVERRIDES = (
 
 
 def _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initializer,
-            classes, classifier_activation, hidden_layer=None, hidden_stack=None):
+            classes, classifier_activation, include_top, pooling, hidden_layer=None,
+            hidden_stack=None):
     """Flatten, the plain stem layer, `depth - 1` hidden layers, the classifier.
 
     The hidden layers are `hidden_layer(i)` for i = 1 .. depth - 1, or the single layer
-    `hidden_stack` that holds all of them.
+    `hidden_stack` that holds all of them. Without the top, the last hidden layer's output.
     """
     if not isinstance(depth, int) or depth < 2:
         raise ValueError(
@@ -46,13 +47,27 @@ def _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initial
     else:
         for i in range(1, depth):
             x = hidden_layer(i)(x)
+    if not include_top:
+        return inputs, features(x, pooling)
     return inputs, classifier(x, classes, classifier_activation)
 
 
-@register_family("highway_fc", FC_OVERRIDES + ("transform_bias", "variant", "stacked"))
+def _highway_features(args):
+    """The last hidden layer's output: a vector of `width` units."""
+    last = "highway_stack" if args.get("stacked") else f"highway_{args['depth'] - 1}"
+    return feature_info(last, (args["width"],), poolable=False)
+
+
+def _plain_features(args):
+    return feature_info(f"plain_{args['depth'] - 1}", (args["width"],), poolable=False)
+
+
+@register_family("highway_fc", FC_OVERRIDES + ("transform_bias", "variant", "stacked"),
+                 features=_highway_features)
 def highway_fc(
     *, input_shape, preprocessing, depth, width, activation, transform_bias, variant,
     kernel_initializer, classes, classifier_activation="softmax", stacked=False,
+    include_top=True, pooling=None,
 ):
     """`stacked=True` keeps the highway layers as one `HighwayStack` (stacked weights, one
     scan): the same function, with a start-up that does not grow with depth."""
@@ -65,19 +80,20 @@ def highway_fc(
     if stacked:
         stack = HighwayStack(depth - 1, name="highway_stack", **args)
         return _fc_net(input_shape, preprocessing, depth, width, activation,
-                       kernel_initializer, classes, classifier_activation, hidden_stack=stack)
+                       kernel_initializer, classes, classifier_activation, include_top,
+                       pooling, hidden_stack=stack)
 
     def highway(i):
         return HighwayDense(name=f"highway_{i}", **args)
 
     return _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initializer,
-                   classes, classifier_activation, hidden_layer=highway)
+                   classes, classifier_activation, include_top, pooling, hidden_layer=highway)
 
 
-@register_family("plain_fc", FC_OVERRIDES)
+@register_family("plain_fc", FC_OVERRIDES, features=_plain_features)
 def plain_fc(
     *, input_shape, preprocessing, depth, width, activation, kernel_initializer, classes,
-    classifier_activation="softmax",
+    classifier_activation="softmax", include_top=True, pooling=None,
 ):
     def plain(i):
         return keras.layers.Dense(
@@ -86,7 +102,7 @@ def plain_fc(
         )
 
     return _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initializer,
-                   classes, classifier_activation, hidden_layer=plain)
+                   classes, classifier_activation, include_top, pooling, hidden_layer=plain)
 
 
 _MNIST = dict(input_shape=(28, 28, 1), preprocessing="scale", classes=10)

@@ -59,11 +59,15 @@ class HighwayZooModel(keras.Model):
         self.metadata = self._metadata(arch)
 
     def _metadata(self, arch: registry.Architecture) -> dict[str, Any]:
-        meta = {**arch.metadata, "architecture_args": arch.resolve(self.overrides)}
+        args = arch.resolve(self.overrides)
+        meta = {**arch.metadata, "architecture_args": args,
+                "features": arch.features(self.overrides)}
         if self.overrides:
             meta["overrides"] = dict(self.overrides)
             meta["params"] = self.count_params()
-            meta["classes"] = meta["architecture_args"]["classes"]
+            meta["input_shape"] = list(args["input_shape"])
+            # Without the top the output is the features, not class probabilities.
+            meta["classes"] = args["classes"] if args.get("include_top", True) else None
         return meta
 
     def get_config(self) -> dict[str, Any]:

@@ -27,13 +27,25 @@ PROVENANCE = {
 }
 
 
+# Overrides about the classifier on top (keras.applications' vocabulary), which every family
+# takes: `include_top=False` returns the body's features, optionally `pooling`-ed.
+TOP_OVERRIDES = ("include_top", "pooling", "classes", "classifier_activation")
+POOLINGS = (None, "avg", "max")
+
+
 @dataclasses.dataclass(frozen=True)
 class Family:
-    """A builder and the keyword arguments a user may override."""
+    """A builder, the keyword arguments a user may override, and what its body outputs.
+
+    `features(args)` gives the shape of the body's output (what `include_top=False` returns
+    with `pooling=None`) from the builder arguments, and whether it is a feature map that
+    `pooling` can pool; it is arithmetic, so `describe` needs no model built.
+    """
 
     name: str
     builder: Callable[..., tuple[Any, Any]]
     overridable: tuple[str, ...]
+    features: Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,18 +67,56 @@ class Architecture:
                 f"{', '.join(repr(k) for k in unknown)}. It accepts: "
                 f"{', '.join(self.family.overridable)}."
             )
+        _check_top(self.name, overrides)
         return {**self.args, **overrides}
+
+    def features(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What `include_top=False` returns: the body's output layer and shapes."""
+        return self.family.features(self.resolve(overrides))
+
+
+def _check_top(name: str, overrides: dict[str, Any]) -> None:
+    """Refuses top-related overrides that contradict each other (keras.applications' rules)."""
+    include_top = overrides.get("include_top", True)
+    if not isinstance(include_top, bool):
+        raise ValueError(
+            f"include_top must be True or False. Received: include_top={include_top!r}"
+        )
+    pooling = overrides.get("pooling")
+    if pooling not in POOLINGS:
+        raise ValueError(
+            f"pooling must be None, 'avg' or 'max'. Received: pooling={pooling!r}"
+        )
+    if include_top:
+        if pooling is not None:
+            raise ValueError(
+                f"pooling={pooling!r} applies to the features of include_top=False; with the "
+                "classifier on top the network pools as the paper does. Pass "
+                f"zoo.load({name!r}, include_top=False, pooling={pooling!r})."
+            )
+        return
+    head_args = sorted({"classes", "classifier_activation"} & set(overrides))
+    if head_args:
+        raise ValueError(
+            f"{', '.join(head_args)} configure the classifier, which include_top=False "
+            "removes. Either keep the classifier (include_top=True, the default) with "
+            f"{head_args[0]}=..., or put your own head on the features."
+        )
 
 
 _FAMILIES: dict[str, Family] = {}
 _ARCHITECTURES: dict[str, Architecture] = {}
 
 
-def register_family(name: str, overridable: tuple[str, ...]):
-    """Decorator: registers a builder ``f(**args) -> (inputs, outputs)``."""
+def register_family(name: str, overridable: tuple[str, ...], features):
+    """Decorator: registers a builder ``f(**args) -> (inputs, outputs)``.
+
+    Every family also takes `TOP_OVERRIDES`; `features(args)` describes its body's output.
+    """
 
     def decorator(builder):
-        _FAMILIES[name] = Family(name, builder, tuple(overridable))
+        allowed = tuple(dict.fromkeys((*overridable, *TOP_OVERRIDES)))
+        _FAMILIES[name] = Family(name, builder, allowed, features)
         return builder
 
     return decorator
@@ -121,13 +171,22 @@ def _natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def list_models(pattern: str = "*") -> list[str]:
-    """Names of the registered architectures matching fnmatch `pattern`, naturally sorted."""
-    return sorted((n for n in _ARCHITECTURES if fnmatch.fnmatch(n, pattern)), key=_natural_key)
+def list_models(pattern: str = "*", pretrained: bool = False) -> list[str]:
+    """Names of the registered architectures matching fnmatch `pattern`, naturally sorted.
+
+    With `pretrained=True`, only those with shipped weights (`weights="default"`), as timm's
+    `list_models(pretrained=True)`.
+    """
+    from zoo import pretrained as shipped
+
+    names = (n for n in _ARCHITECTURES if fnmatch.fnmatch(n, pattern))
+    if pretrained:
+        names = (n for n in names if n in shipped.index())
+    return sorted(names, key=_natural_key)
 
 
 def describe(name: str) -> dict[str, Any]:
-    """The metadata of architecture `name`, with its builder arguments."""
+    """The metadata of architecture `name`, with its builder arguments and its features."""
     from zoo import pretrained
 
     arch = get(name)
@@ -136,4 +195,5 @@ def describe(name: str) -> dict[str, Any]:
         "pretrained": pretrained.index().get(name),
         "architecture_args": dict(arch.args),
         "overridable": list(arch.family.overridable),
+        "features": arch.features(),
     }

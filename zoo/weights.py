@@ -1,10 +1,11 @@
 """Weights on disk: `.weights.h5` files with a sha256 beside them, written atomically.
 
-A saved model directory holds::
+A saved model directory (a preset, `zoo/presets.py`) holds::
 
     model.weights.h5          Keras weights
     model.weights.h5.sha256   "<hex>  model.weights.h5" (the `sha256sum -c` format)
     model.json                architecture name, overrides and metadata
+    README.md                 the model card
 
 Every file is written to a temporary name in the same directory and renamed into
 place, so a killed process never leaves a half-written file under the real name.
@@ -96,21 +97,6 @@ def save_weights(model, path: str | os.PathLike, overwrite: bool = False) -> str
     return digest
 
 
-def save(model, directory: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
-    """Saves a zoo model to `directory` in the form `zoo.load(weights=...)` reads."""
-    directory = Path(directory)
-    digest = save_weights(model, directory / WEIGHTS_FILE)
-    record = {
-        "architecture": model.architecture,
-        "overrides": model.overrides,
-        "sha256": digest,
-        "metadata": model.metadata,
-        **(extra or {}),
-    }
-    write_text(directory / MODEL_FILE, json.dumps(record, indent=2, default=str) + "\n")
-    return directory
-
-
 def verify(weights_path: str | os.PathLike) -> str:
     """Checks `weights_path` against the sha256 beside it; returns the digest."""
     weights_path = Path(weights_path)
@@ -127,6 +113,14 @@ def verify(weights_path: str | os.PathLike) -> str:
     recorded = recorded_file.read_text(encoding="utf-8").split()
     if not recorded:
         raise WeightsHashError(f"{recorded_file} is empty; it should hold a sha256.")
+    # `sha256sum` writes "<hex>  <name>" (a '*' before the name in binary mode).
+    named = recorded[1].lstrip("*") if len(recorded) > 1 else weights_path.name
+    if Path(named).name != weights_path.name:
+        raise WeightsHashError(
+            f"{recorded_file} records the hash of {named!r}, not of {weights_path.name!r}: it "
+            "belongs to another file. Record this file's own hash (zoo.save_weights, or "
+            f"`sha256sum {weights_path.name} > {recorded_file.name}` if you trust it)."
+        )
     actual = sha256_of(weights_path)
     if actual != recorded[0].lower():
         raise WeightsHashError(
@@ -152,7 +146,15 @@ def read_model_dir(
             f"{MODEL_FILE}. Pass the directory written by `highway-zoo train` (its "
             "--out) or a '.weights.h5' file."
         )
-    record = json.loads(record_file.read_text(encoding="utf-8"))
+    try:
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(
+            f"{record_file} is not valid JSON ({err}); the preset is damaged. Save the model "
+            "again (zoo.save) or re-run the training that wrote it."
+        ) from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{record_file} holds no JSON object; the preset is damaged.")
     found = record.get("architecture")
     if expected is not None and found != expected:
         raise ValueError(

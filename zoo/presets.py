@@ -1,0 +1,141 @@
+"""Presets: a self-describing directory per trained model, as keras-hub's presets.
+
+`zoo.save(model, "my-model/")` writes::
+
+    model.weights.h5          the weights (Keras format)
+    model.weights.h5.sha256   their sha256, in the `sha256sum -c` format
+    README.md                 the model card: what it is, how to load it, what it scored
+    model.json                architecture, overrides, weights sha256, metadata, metrics
+
+and `zoo.load("my-model/")` loads it with no name (keras-hub's `from_preset(local_dir)`).
+Every file is written atomically and `model.json` last, so a directory is a preset only once
+it is complete. Run directories (`highway-zoo train --out`) and the tuner's `best_model` are
+written by `save` too, so they are presets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from zoo.weights import MODEL_FILE, WEIGHTS_FILE, save_weights, write_text
+
+CARD_FILE = "README.md"
+
+# Metrics a card shows, in order, with their labels (the trainer's metrics.json names).
+_METRICS = {
+    "test_accuracy": "test accuracy",
+    "test_loss": "test loss",
+    "final_train_accuracy": "final training accuracy",
+    "final_train_loss": "final training loss",
+    "epochs": "epochs",
+    "train_seconds": "training time (s)",
+}
+
+
+def save(
+    model,
+    directory: str | os.PathLike,
+    extra: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+    training: dict[str, Any] | None = None,
+) -> Path:
+    """Saves a zoo model to `directory` as a preset that `zoo.load(directory)` reads.
+
+    Args:
+        model: a zoo model (`zoo.load(...)`).
+        directory: created if missing; existing weights there are never overwritten.
+        extra: more fields for `model.json`.
+        metrics: what was measured for these weights (e.g. `test_accuracy`), shown on the
+            model card and kept in `model.json`.
+        training: how they were made (`dataset`, `recipe`, `seed`, `command`, ...), likewise.
+
+    Returns:
+        The directory.
+    """
+    directory = Path(directory)
+    digest = save_weights(model, directory / WEIGHTS_FILE)
+    record = {
+        "architecture": model.architecture,
+        "overrides": model.overrides,
+        "sha256": digest,
+        "metadata": model.metadata,
+        "metrics": dict(metrics or {}),
+        "training": dict(training or {}),
+        **(extra or {}),
+    }
+    write_text(directory / CARD_FILE, model_card(record, directory), overwrite=True)
+    write_text(directory / MODEL_FILE, json.dumps(record, indent=2, default=str) + "\n")
+    return directory
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 100 else f"{value:.1f}"
+    return str(value)
+
+
+def model_card(record: dict[str, Any], directory: Path) -> str:
+    """The preset's README.md, from its `model.json` record."""
+    meta = record.get("metadata", {})
+    name = record["architecture"]
+    overrides = record.get("overrides") or {}
+    args = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+    lines = [
+        f"# {directory.resolve().name}: `{name}`" + (f" ({args})" if args else ""),
+        "",
+        meta.get("description", ""),
+        "",
+        "## Use",
+        "",
+        "```python",
+        "import zoo",
+        f"model = zoo.load({str(directory)!r})                      # as saved",
+        f"model = zoo.load({str(directory)!r}, classes=5)           # fine-tune: a new classifier",
+        f"features = zoo.load({str(directory)!r}, include_top=False)  # the body's features",
+        "```",
+        "",
+        f"Input: raw pixel values 0-255, shape {tuple(meta.get('input_shape', ()))} "
+        f"({meta.get('preprocessing', 'preprocessing inside the model')}). "
+        + ("Output: class probabilities over "
+           f"{meta.get('classes')} classes (layer `predictions`)."
+           if overrides.get("include_top", True)
+           else f"Output: the body's features, {meta.get('features', {}).get('description', '')}"),
+        "",
+        "## Measured",
+        "",
+    ]
+    metrics = record.get("metrics") or {}
+    shown = [(label, metrics[key]) for key, label in _METRICS.items() if key in metrics]
+    if shown:
+        lines += ["| measure | value |", "| --- | ---: |"]
+        lines += [f"| {label} | {_value(value)} |" for label, value in shown]
+    else:
+        lines.append("Nothing was measured for these weights when they were saved.")
+    training = record.get("training") or {}
+    if training:
+        lines += ["", "## Training", ""]
+        lines += [f"- {key}: {_value(value)}" for key, value in training.items()]
+    lines += [
+        "",
+        "## Architecture",
+        "",
+        f"- `{name}`, family `{meta.get('family')}`, {meta.get('params', '?'):,} parameters"
+        if isinstance(meta.get("params"), int)
+        else f"- `{name}`, family `{meta.get('family')}`",
+        f"- Paper: {meta.get('paper', '-')}",
+        f"- Provenance: {meta.get('provenance', '-')} ({meta.get('provenance_meaning', '')})",
+    ]
+    if meta.get("reconstructed"):
+        lines.append(f"- Reconstructed: {meta['reconstructed']}")
+    lines += [
+        "",
+        "## Files",
+        "",
+        f"- `{WEIGHTS_FILE}`: sha256 `{record['sha256']}` (checked before loading)",
+        f"- `{MODEL_FILE}`: architecture, overrides, metadata, metrics",
+        "",
+    ]
+    return "\n".join(lines)
