@@ -1,0 +1,117 @@
+"""Mixed precision (`keras.mixed_precision.set_dtype_policy`): every layer, the stack's fast path
+included, and a zoo model of every family train a step and predict float32 probabilities."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import zoo
+from layers import GlobalContrastNormalization, HighwayConv2D, HighwayDense, HighwayStack
+
+POLICIES = ["mixed_float16", "mixed_bfloat16"]
+ROUND_OFF = 1e-6  # rows of a float32 softmax sum to 1 within a few float32 ulps
+
+
+@pytest.fixture(params=POLICIES)
+def policy(request):
+    """The global dtype policy set for the test, and float32 again after it, pass or fail."""
+    keras.mixed_precision.set_dtype_policy(request.param)
+    try:
+        yield keras.mixed_precision.dtype_policy()
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+
+
+def _assert_probabilities(p, n, classes):
+    p = np.asarray(p)
+    assert p.dtype == np.float32 and p.shape == (n, classes)
+    assert np.all(np.isfinite(p)) and np.all(p >= 0)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=0, atol=ROUND_OFF)
+
+
+def _train_one_step(model, x, y):
+    """One Adam step: the loss is finite and every trainable weight moved."""
+    model.compile(keras.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")
+    before = [np.array(w) for w in model.trainable_weights]
+    loss = model.train_on_batch(x, y)
+    assert np.isfinite(loss)
+    for old, weight in zip(before, model.trainable_weights):
+        assert weight.dtype == "float32"  # the variables stay float32
+        assert not np.array_equal(old, np.asarray(weight)), weight.path
+
+
+LAYERS = {
+    "highway_dense": (lambda: HighwayDense(activation="tanh", variant="full"), (6,)),
+    "highway_conv2d": (lambda: HighwayConv2D(3), (5, 5, 4)),
+    "highway_stack": (lambda: HighwayStack(5, activation="relu", unroll=2), (6,)),
+    "gcn": (lambda: GlobalContrastNormalization(), (4, 4, 3)),
+}
+
+
+@pytest.mark.parametrize("case", LAYERS)
+def test_every_layer_trains_and_predicts_under_mixed_precision(case, policy):
+    make_layer, shape = LAYERS[case]
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 255 if case == "gcn" else 1, (8, *shape)).astype("float32")
+    y = rng.integers(0, 3, 8)
+    layer = make_layer()
+    inputs = keras.Input(shape)
+    h = keras.layers.Dense(4)(inputs) if case == "gcn" else inputs  # something to train
+    h = keras.layers.Flatten()(layer(h))
+    logits = keras.layers.Dense(3, dtype="float32")(h)
+    model = keras.Model(inputs, keras.layers.Activation("softmax", dtype="float32")(logits))
+    assert layer.compute_dtype == policy.compute_dtype
+    out = layer(x)
+    assert keras.backend.standardize_dtype(out.dtype) == policy.compute_dtype
+    _train_one_step(model, x, y)
+    _assert_probabilities(model.predict(x, verbose=0), 8, 3)
+    if case == "highway_stack":
+        # Training ran the fast path: its custom (hand-written) gradient, in the policy's dtype.
+        @tf.function
+        def grads(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = layer(x, training=True)
+            return tape.gradient(y, [x, layer.kernel])
+
+        spec = tf.TensorSpec((None, *shape), policy.compute_dtype)
+        graph = grads.get_concrete_function(spec).graph
+        assert any("_gradient_op_type" in op.node_def.attr for op in graph.get_operations())
+        gx, g_kernel = grads(tf.cast(x, policy.compute_dtype))
+        assert gx.dtype == policy.compute_dtype and g_kernel.dtype == "float32"
+        assert np.all(np.isfinite(np.asarray(g_kernel)))
+
+
+def _one_per_family():
+    """The smallest registered model of each family, and the stacked form of the FC nets."""
+    smallest = {}
+    for name in zoo.list_models():
+        info = zoo.describe(name)
+        family = info["family"]
+        if family not in smallest or info["params"] < smallest[family][1]:
+            smallest[family] = (name, info["params"])
+    cases = [(name, {}) for name, _ in sorted(smallest.values())]
+    stackable = [name for name, _ in cases if "stacked" in zoo.describe(name)["overridable"]]
+    return cases + [(name, {"stacked": True}) for name in stackable]
+
+
+@pytest.mark.parametrize(
+    "name, overrides", _one_per_family(),
+    ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={v}" for k, v in v.items()),
+)
+def test_a_zoo_model_of_every_family_trains_and_predicts_under_mixed_precision(
+    name, overrides, policy
+):
+    keras.utils.set_random_seed(0)
+    model = zoo.load(name, **overrides)
+    shape = tuple(model.input_shape[1:])
+    classes = model.output_shape[-1]
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 255, (8, *shape)).astype("float32")  # raw pixels, as every zoo model takes
+    body = [layer for layer in model.layers if layer.weights and layer.name != "logits"]
+    assert body and all(layer.compute_dtype == policy.compute_dtype for layer in body)
+    for layer in ("logits", "predictions"):  # the output layers stay float32 (Keras's guide)
+        assert model.get_layer(layer).compute_dtype == "float32"
+    _train_one_step(model, x, rng.integers(0, classes, 8))
+    _assert_probabilities(model.predict(x, verbose=0), 8, classes)
