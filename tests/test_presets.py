@@ -121,3 +121,12 @@ def test_a_sha256_file_of_another_file_is_refused(preset, tmp_path):
 def test_weights_with_a_preset_are_refused(preset):
     with pytest.raises(ValueError, match="brings its own weights"):
         zoo.load(preset[1], weights="default")
+
+
+def test_cli_lists_only_architectures_with_shipped_weights(capsys):
+    from training import cli
+
+    assert cli.main(["list", "--pretrained", "*fc10*"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert listed == zoo.list_models("*fc10*", pretrained=True)
+    assert "plain_fc10_mnist" in listed and "highway_fc10_mnist" in listed

@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list the registered architectures")
     p.add_argument("pattern", nargs="?", default="*", help="fnmatch pattern, e.g. '*cifar*'")
+    p.add_argument("--pretrained", action="store_true",
+                   help="only architectures with shipped weights (weights='default')")
 
     p = sub.add_parser("describe", help="show an architecture's metadata")
     p.add_argument("name")
@@ -197,10 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _print_models(pattern: str) -> None:
+def _print_models(pattern: str, pretrained: bool = False) -> None:
     import zoo
 
-    names = zoo.list_models(pattern)
+    names = zoo.list_models(pattern, pretrained=pretrained)
     if not names:
         raise ValueError(f"No architecture matches {pattern!r}; try `highway-zoo list`.")
     print(f"{'name':30s} {'params':>10s} {'paper acc':>9s} {'weights':>8s}  {'tag':7s} dataset")
@@ -230,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "list":
-            _print_models(args.pattern)
+            _print_models(args.pattern, args.pretrained)
         elif args.command == "describe":
             _print_description(args.name, args.json)
         elif args.command == "train":
