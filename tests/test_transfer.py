@@ -27,7 +27,7 @@ def test_the_pretrained_body_is_the_shipped_one_and_the_probe_trains_only_the_he
 
 def test_a_tiny_run_writes_its_table_json_and_figure(tmp_path, capsys):
     with pytest.warns(UserWarning):  # the offline MNIST sample says it is a sample
-        assert transfer.main(["--sizes", "40", "--seeds", "2", "--epochs", "1",
+        assert transfer.main(["--sizes", "40", "--seeds", "2", "--steps", "1",
                               "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "transfer.json").read_text())
     assert len(result["runs"]) == 3 * 2 and result["num_test"] == 1000

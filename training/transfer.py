@@ -1,9 +1,10 @@
 """Transfer learning, measured: a body pretrained on Fashion-MNIST, fine-tuned on MNIST.
 
-    python -m training.transfer [--sizes 100,1000,4000] [--seeds 3] [--epochs 5] [--out DIR]
+    python -m training.transfer [--sizes 100,1000,4000] [--seeds 3] [--steps 240] [--out DIR]
 
 For each training-set size (the first N digits of the MNIST sample's training split, shuffled
-once) and seed, the same network is trained three ways with the same optimiser and budget:
+once) and seed, the same network is trained three ways with the same optimiser and the same
+budget of optimiser steps (as many epochs of the N digits as it takes, batch 50):
 
 - ``scratch``: `zoo.load(target, include_top=False)`, freshly initialised, plus a new head;
 - ``fine-tune``: the body of `source`'s shipped weights (`weights="default"`,
@@ -65,7 +66,7 @@ def build(method: str, seed: int, source: str = SOURCE, target: str = TARGET):
     return model
 
 
-def run(sizes=(100, 1000, 4000), seeds=3, epochs=5, batch_size=50, data_dir=None,
+def run(sizes=(100, 1000, 4000), seeds=3, steps=240, batch_size=50, data_dir=None,
         source=SOURCE, target=TARGET, progress=print) -> dict[str, Any]:
     """Trains every (size, method, seed) and returns the results (see the module docstring)."""
     from training.data import load_dataset
@@ -81,6 +82,8 @@ def run(sizes=(100, 1000, 4000), seeds=3, epochs=5, batch_size=50, data_dir=None
             raise ValueError(
                 f"--sizes {size} exceeds the {len(x_train)} training images of {data.source}."
             )
+        steps_per_epoch = -(-size // batch_size)
+        epochs = max(1, round(steps / steps_per_epoch))
         for method in METHODS:
             for seed in range(seeds):
                 model = build(method, seed, source, target)
@@ -89,7 +92,8 @@ def run(sizes=(100, 1000, 4000), seeds=3, epochs=5, batch_size=50, data_dir=None
                           epochs=epochs, verbose=0, shuffle=True)
                 seconds = time.perf_counter() - started
                 loss, accuracy = model.evaluate(x_test, y_test, verbose=0)
-                runs.append({"size": size, "method": method, "seed": seed,
+                runs.append({"size": size, "method": method, "seed": seed, "epochs": epochs,
+                             "steps": epochs * steps_per_epoch,
                              "test_accuracy": float(accuracy), "test_loss": float(loss),
                              "train_seconds": round(seconds, 2)})
                 progress(f"N={size:5d} {method:12s} seed {seed}: test accuracy "
@@ -100,7 +104,7 @@ def run(sizes=(100, 1000, 4000), seeds=3, epochs=5, batch_size=50, data_dir=None
         "data": data.source,
         "num_test": len(x_test),
         "recipe": {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": batch_size,
-                   "epochs": epochs},
+                   "steps": steps},
         "runs": runs,
         "summary": summarise(runs),
     }
@@ -146,7 +150,7 @@ def plot(summary, path: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("MNIST training digits")
     ax.set_ylabel("test accuracy")
-    ax.set_title("Fashion-MNIST body -> MNIST (same budget)")
+    ax.set_title("Fashion-MNIST body -> MNIST (same steps)")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -162,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,1000,4000",
                         help="comma-separated training-set sizes (default 100,1000,4000)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per cell (default 3)")
-    parser.add_argument("--epochs", type=int, default=5, help="epochs per run (default 5)")
+    parser.add_argument("--steps", type=int, default=240,
+                        help="optimiser steps per run, the same for every size (default 240)")
     parser.add_argument("--data-dir", help="where MNIST's files are (default: the sample)")
     parser.add_argument("--out", default="runs/transfer",
                         help="directory for transfer.json and transfer.png")
@@ -171,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
         parser.error(f"--sizes takes comma-separated integers. Received: {args.sizes!r}")
-    if not sizes or min(sizes) < 1 or args.seeds < 1 or args.epochs < 1:
-        parser.error("--sizes, --seeds and --epochs must be positive")
+    if not sizes or min(sizes) < 1 or args.seeds < 1 or args.steps < 1:
+        parser.error("--sizes, --seeds and --steps must be positive")
     out = Path(args.out)
-    result = run(sizes, args.seeds, args.epochs, data_dir=args.data_dir)
+    result = run(sizes, args.seeds, args.steps, data_dir=args.data_dir)
     write_text(out / "transfer.json", json.dumps(result, indent=2) + "\n", overwrite=True)
     plot(result["summary"], out / "transfer.png")
     print(table(result["summary"]))
