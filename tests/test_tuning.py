@@ -96,8 +96,9 @@ def test_bad_cli_input_gives_clear_errors(argv, message, capsys, tmp_path):
 
 
 def test_empty_range_is_a_usage_error(capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         cli.main(["tune", NAME, "--bias-range", ""])
+    assert refused.value.code == 2
     assert "expected two comma-separated numbers" in capsys.readouterr().err
 
 
@@ -117,6 +118,11 @@ def test_search_writes_best_resumes_and_refuses_other_settings(tmp_path):
     assert -10 <= best["hyperparameters"]["transform_bias"] <= -1
     model = zoo.load(NAME, weights=str(out / "best_model"))
     assert model.overrides["depth"] == 3
+    # best_model is a preset: it loads without the name, and its card shows the best trial.
+    assert zoo.load(out / "best_model").overrides == model.overrides
+    card = (out / "best_model" / "README.md").read_text()
+    assert f"- trial: {best['trial_id']}" in card
+    assert f"| test accuracy (tuner objective) | {best['objective']['value']:.4f} |" in card
     assert model.overrides["transform_bias"] == best["hyperparameters"]["transform_bias"]
     assert model.overrides["activation"] == best["hyperparameters"]["activation"]
     assert cli.main(["export", NAME, "--run", str(out / "best_model"),

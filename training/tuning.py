@@ -428,7 +428,14 @@ def _save_best_model(tuner, out: Path) -> Path:
         best = tuner.get_best_models(num_models=1)[0]
     final, tmp = out / BEST_MODEL_DIR, out / f".{BEST_MODEL_DIR}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    zoo.save(best, tmp, extra={"source": "highway-zoo tune", "search_dir": str(out)})
+    # Its model card shows the best trial's objective and hyperparameters.
+    trial = tuner.oracle.get_best_trials(num_trials=1)[0]
+    objective = tuner.oracle.objective.name
+    hyperparameters = {k: v for k, v in trial.hyperparameters.values.items()
+                       if not k.startswith("tuner/")}
+    zoo.save(best, tmp, extra={"source": "highway-zoo tune", "search_dir": str(out)},
+             metrics={objective: trial.score},
+             training={"search": str(out), "trial": trial.trial_id, **hyperparameters})
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     return final

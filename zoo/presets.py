@@ -28,6 +28,10 @@ CARD_FILE = "README.md"
 _METRICS = {
     "test_accuracy": "test accuracy",
     "test_loss": "test loss",
+    "val_accuracy": "test accuracy (tuner objective)",
+    "val_loss": "test loss (tuner objective)",
+    "accuracy": "training accuracy (tuner objective)",
+    "loss": "training loss (tuner objective)",
     "final_train_accuracy": "final training accuracy",
     "final_train_loss": "final training loss",
     "epochs": "epochs",
