@@ -151,6 +151,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--served-name", dest="served_name",
                    help="the model's name in TF Serving (default: NAME)")
     p.add_argument("--no-warmup", action="store_true", help="write no warm-up requests")
+    p.add_argument("--format", choices=("tf_saved_model", "tflite"), default="tf_saved_model",
+                   help="tf_saved_model (default) or tflite: one file BASE_DIR/NAME/VERSION.tflite "
+                   "with the same signatures (run it with zoo.tflite.load)")
 
     p = sub.add_parser(
         "predict", help="classify images with an exported SavedModel (a local check)",
@@ -171,9 +174,11 @@ def _export(args: argparse.Namespace) -> int:
     path = export(
         args.name, base_dir=args.base_dir, version=args.version, weights=weights,
         random_weights=args.random_weights, name=args.served_name, warmup=not args.no_warmup,
+        format=args.format,
     )
     print(f"exported {args.name} to {path}")
-    print(f"models.config: {Path(args.base_dir).resolve() / 'models.config'}")
+    if args.format == "tf_saved_model":
+        print(f"models.config: {Path(args.base_dir).resolve() / 'models.config'}")
     return 0
 
 

@@ -45,6 +45,7 @@ from typing import Any
 
 INPUT_NAME = "pixels"
 SIGNATURES = ("serving_default", "logits", "gates")
+FORMATS = ("tf_saved_model", "tflite")
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
 METADATA_FILE = "highway_zoo.json"
@@ -65,6 +66,7 @@ def export(
     random_weights: bool = False,
     name: str | None = None,
     warmup: bool = True,
+    format: str = "tf_saved_model",
     **overrides: Any,
 ) -> Path:
     """Writes `model_or_name` as SavedModel version `version` of model `name` under `base_dir`.
@@ -83,6 +85,9 @@ def export(
         name: the served model name (default: the architecture name).
         warmup: write `assets.extra/tf_serving_warmup_requests` (one batch-1 request per
             signature), which TF Serving replays before it marks the version available.
+        format: "tf_saved_model", or "tflite" for one file `<name>/<version>.tflite` with
+            the same signatures, numbered apart from the SavedModels, never overwritten, not
+            listed in models.config (zoo/tflite.py; run it with `zoo.tflite.load`).
         **overrides: for a name only: architecture overrides, as for `zoo.load`.
 
     Returns:
@@ -100,6 +105,8 @@ def export(
     ):
         raise ValueError(f"version must be a positive integer. Received: version={version!r}")
     version = None if version is None else int(version)
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}. Received: format={format!r}")
     model, weights_record = _resolve_model(model_or_name, weights, random_weights, overrides)
     name = name or getattr(model, "architecture", None) or model.name
     if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -107,6 +114,10 @@ def export(
             "A served model name takes letters, digits, '_', '.' and '-', and does not start "
             f"with '.' or '-'. Received: name={name!r}"
         )
+    if format == "tflite":
+        from zoo import tflite
+
+        return tflite.export(model, Path(base_dir) / name, version, name)
 
     base = Path(base_dir)
     model_dir = base / name
@@ -222,6 +233,7 @@ def _signature_fns(model) -> dict[str, Callable]:
     heads = keras.Model(model.inputs[0], {"logits": logits_layer.output, "output": output})
     gated = highway_layers(model)
     if gated:
+        from layers import HighwayStack
         from zoo.analysis.gates import GateProbe
 
         gate_probe = GateProbe(model, gated)
@@ -243,9 +255,17 @@ def _signature_fns(model) -> dict[str, Callable]:
         return {"logits": heads(checked(pixels), training=False)["logits"]}
 
     def gates(pixels):
+        # A stack's means come from its own loop (mean_transform_gates): its (depth, ...)
+        # analysis tensors are TensorLists of unknown batch size, which TFLite cannot convert.
+        inputs = gate_probe.inputs_net(checked(pixels), training=False)
         activity = {}
-        for name, t in gate_probe.gates(checked(pixels)).items():
-            activity[name] = tf.reduce_mean(t, axis=list(range(1, len(t.shape))))
+        for source, units in gate_probe.sources:
+            if isinstance(source, HighwayStack):
+                means = source.mean_transform_gates(inputs[source.name])
+                activity.update({unit.name: means[:, unit.index] for unit in units})
+            else:
+                t = source.transform_gate(inputs[source.name])
+                activity[source.name] = tf.reduce_mean(t, axis=list(range(1, len(t.shape))))
         return activity
 
     fns = {"serving_default": serving_default, "logits": logits}
