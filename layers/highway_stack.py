@@ -230,8 +230,12 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
     # -- one layer ---------------------------------------------------------------------------
 
     def _branches(self, x, kernel, bias):
-        """H, T, C of one layer (T or C None where the variant fixes it to 1)."""
-        z = ops.split(ops.matmul(x, kernel) + bias, len(self._learned), axis=-1)
+        """H, T, C of one layer (T or C None where the variant fixes it to 1); `kernel` and
+        `bias` fused, or lists of the branches' slices."""
+        if isinstance(kernel, list):
+            z = [ops.matmul(x, k) + b for k, b in zip(kernel, bias)]
+        else:
+            z = ops.split(ops.matmul(x, kernel) + bias, len(self._learned), axis=-1)
         gates = {name: ops.sigmoid(v) for name, v in zip(self._learned[1:], z[1:])}
         return self.activation(z[0]), gates.get("t"), gates.get("c")
 
@@ -340,13 +344,17 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         """
         x = self._prepare(x)
         kernel, bias, keep = self._xs()
+        # Split by branch as the fast path splits them: an export holds one copy of each.
+        n = len(self._learned)
+        kernels, biases = ops.split(kernel, n, axis=-1), ops.split(bias, n, axis=-1)
         axes = tuple(range(1, len(x.shape)))
         columns = ops.arange(self.depth)
 
         def body(i, carry):
             x, means = carry
             m = None if keep is None else ops.take(keep, i)
-            h, t, c = self._gates(x, ops.take(kernel, i, axis=0), ops.take(bias, i, axis=0), m)
+            k = [ops.take(w, i, axis=0) for w in kernels]
+            h, t, c = self._gates(x, k, [ops.take(b, i, axis=0) for b in biases], m)
             mean = ops.mean(ops.ones_like(x) if t is None else t, axis=axes)
             means = ops.where(ops.equal(columns, i), mean[:, None], means)
             return combine(self.variant, x, h, t, c), means
