@@ -11,13 +11,15 @@ from keras import ops
 
 # The variants of Greff et al. 2017 (Table 1a) and the branches each learns, in the order they sit
 # side by side in the fused kernel and bias: H (block state), T (transform gate), C (carry gate).
-# A gate not learned is the constant 1 (C is 1 - T for "coupled").
+# A gate not learned is the constant 1 (C is 1 - T for "coupled"), except in "plain": y = H(x),
+# no gates and no carry (T = 1, C = 0).
 LEARNED_BRANCHES = {
     "coupled": ("h", "t"),
     "full": ("h", "t", "c"),
     "c_only": ("h", "c"),
     "t_only": ("h", "t"),
     "residual": ("h",),
+    "plain": ("h",),
 }
 VARIANTS = tuple(LEARNED_BRANCHES)
 
@@ -67,7 +69,10 @@ class FusedInitializer(keras.initializers.Initializer):
 
 
 def combine(variant: str, x, h, t=None, c=None):
-    """y = H·T + x·C, where a gate given as None is the constant 1 (and C = 1 - T when coupled)."""
+    """y = H·T + x·C, where a gate given as None is the constant 1 (and C = 1 - T when coupled);
+    "plain" is y = H (T = 1, C = 0) unless a lesion mask passes its T and C explicitly."""
+    if variant == "plain" and t is None and c is None:
+        return h
     if variant == "coupled":
         # x + T·(H - x) equals H·T + x·(1 - T) with one multiply fewer, and reads as what the layer
         # does: move x a fraction T of the way to H (Brainstorm's form; exactly x where T = 0).
@@ -269,17 +274,21 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
         return self._branches(self._prepare(x))[0]
 
     def transform_gate(self, x):
-        """T(x), with x's shape; ones for variants without a transform gate (c_only, residual)."""
+        """T(x), with x's shape; ones for variants without a transform gate (c_only, residual,
+        plain)."""
         x = self._prepare(x)
         t = self._branches(x)[1]
         return ops.ones_like(x) if t is None else t
 
     def carry_gate(self, x):
-        """C(x), with x's shape: 1 - T(x) when coupled, ones for t_only and residual."""
+        """C(x), with x's shape: 1 - T(x) when coupled, ones for t_only and residual, zeros for
+        plain."""
         x = self._prepare(x)
         _, t, c = self._branches(x)
         if self.variant == "coupled":
             return 1.0 - t
+        if self.variant == "plain":
+            return ops.zeros_like(x)
         return ops.ones_like(x) if c is None else c
 
     def compute_output_shape(self, input_shape):

@@ -93,7 +93,7 @@ def highway_stack(x, kernel, bias, activation, variant, learned, unroll=UNROLL, 
     a hand-written gradient for x, kernel and bias. `training=False` keeps nothing per layer."""
     backprop_h = _BACKPROP_FROM_OUTPUT[activation]
     backprop_gate = _BACKPROP_FROM_OUTPUT[keras.activations.sigmoid]
-    gates = learned[1:]  # ("t",), ("t", "c"), ("c",) or ()
+    gates = learned[1:]  # ("t",), ("t", "c"), ("c",) or () (residual, plain)
     n = len(learned)
     depth = kernel.shape[0]
 
@@ -124,6 +124,8 @@ def highway_stack(x, kernel, bias, activation, variant, learned, unroll=UNROLL, 
                 if variant == "coupled":  # y = x + T (H - x)
                     dz = {"t": dy * (h - x)}
                     dx = dy - dh
+                elif variant == "plain":  # y = H: no carry path
+                    dz, dx = {}, None
                 else:  # y = H T + x C, a gate not learned being 1
                     dz = {name: dy * (h if name == "t" else x) for name in gates}
                     dx = dy if c is None else dy * c
@@ -131,8 +133,8 @@ def highway_stack(x, kernel, bias, activation, variant, learned, unroll=UNROLL, 
                 for name in gates:
                     dz[name] = backprop_gate(g[name], dz[name])
                 dz = [dz[name] for name in learned]
-                dy = tf.add_n([dx, *(tf.matmul(z, k, transpose_b=True)
-                                     for z, k in zip(dz, kernels))])
+                dy = tf.add_n([*([] if dx is None else [dx]),
+                               *(tf.matmul(z, k, transpose_b=True) for z, k in zip(dz, kernels))])
                 layer_grads = [*(tf.matmul(x, z, transpose_a=True) for z in dz),
                                *(tf.reduce_sum(z, axis=0) for z in dz)]
                 grads = [a.write(i, v) for a, v in zip(grads, layer_grads)]

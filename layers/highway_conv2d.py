@@ -40,6 +40,7 @@ class HighwayConv2D(HighwayBase):
     - `"c_only"`: `T = 1`, so `y = H(x) + x * C(x)`.
     - `"t_only"`: `C = 1`, so `y = H(x) * T(x) + x`.
     - `"residual"`: `T = C = 1`, so `y = H(x) + x`.
+    - `"plain"`: `T = 1, C = 0`, so `y = H(x)`: no gates, no carry (Greff's Plain).
 
     All convolutions share `kernel_size`, use stride 1 and "same" zero padding, and have as many
     filters as the input has channels `c`, so the output has the input's shape. The learned
@@ -60,8 +61,8 @@ class HighwayConv2D(HighwayBase):
             `keras.config.image_data_format()`.
         activation: Activation of the block state H. Defaults to `"relu"`, as in
             all of the paper's convolutional highway nets.
-        variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`
-            (Greff et al. 2017, Table 1a). Defaults to `"coupled"`.
+        variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`,
+            `"plain"` (Greff et al. 2017, Table 1a). Defaults to `"coupled"`.
         kernel_initializer: Initializer for W_H (and for W_T, W_C when their own
             initializers are None). Defaults to `"glorot_uniform"`.
         bias_initializer: Initializer for b_H. Defaults to `"zeros"`.

@@ -21,6 +21,7 @@ class HighwayDense(HighwayBase):
     - `"c_only"`: `T = 1`, so `y = H(x) + x * C(x)`.
     - `"t_only"`: `C = 1`, so `y = H(x) * T(x) + x`.
     - `"residual"`: `T = C = 1`, so `y = H(x) + x`.
+    - `"plain"`: `T = 1, C = 0`, so `y = H(x)`: no gates, no carry (Greff's Plain).
 
     The output has the width of the input. The learned branches are fused into one `kernel` of
     shape `(d, n * d)` and one `bias` of shape `(n * d,)`, side by side in the order
@@ -30,8 +31,8 @@ class HighwayDense(HighwayBase):
 
     Args:
         activation: Activation of the block state H. Defaults to `"relu"`.
-        variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`
-            (Greff et al. 2017, Table 1a). Defaults to `"coupled"`.
+        variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`,
+            `"plain"` (Greff et al. 2017, Table 1a). Defaults to `"coupled"`.
         kernel_initializer: Initializer for W_H (and for W_T, W_C when their own
             initializers are None). Defaults to `"glorot_uniform"`.
         bias_initializer: Initializer for b_H. Defaults to `"zeros"`.

@@ -140,7 +140,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
     Args:
         depth: Number of highway layers, >= 1.
         activation: Activation of the block state H. Defaults to `"tanh"`.
-        variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`.
+        variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`,
+            `"plain"`.
         kernel_initializer: Initializer of each layer's W_H (and W_T, W_C when their own are
             None). Defaults to `"glorot_uniform"`.
         bias_initializer: Initializer of b_H. Defaults to `"zeros"`.
@@ -246,6 +247,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             t = ops.where(keep, ops.ones_like(x) if t is None else t, ops.zeros_like(x))
             if c is not None:
                 c = ops.where(keep, c, ops.ones_like(x))
+            elif self.variant == "plain":  # its C is 0, not 1: say so where a lesion needs 1
+                c = ops.where(keep, ops.zeros_like(x), ops.ones_like(x))
         return h, t, c
 
     # -- the loop ----------------------------------------------------------------------------
@@ -316,18 +319,20 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         return self._scan(self._prepare(x), lambda x, h, t, c, y: h)[1]
 
     def transform_gates(self, x):
-        """T_i at each layer's input, `(depth, *x.shape)`; ones for c_only / residual (zeros for
-        lesioned layers)."""
+        """T_i at each layer's input, `(depth, *x.shape)`; ones for c_only / residual / plain
+        (zeros for lesioned layers)."""
         x = self._prepare(x)
         return self._scan(x, lambda x, h, t, c, y: ops.ones_like(x) if t is None else t)[1]
 
     def carry_gates(self, x):
         """C_i at each layer's input, `(depth, *x.shape)`: 1 - T when coupled, ones for t_only
-        and residual."""
+        and residual, zeros for plain."""
 
         def collect(x, h, t, c, y):
             if self.variant == "coupled":
                 return 1.0 - t
+            if self.variant == "plain" and c is None:
+                return ops.zeros_like(x)
             return ops.ones_like(x) if c is None else c
 
         return self._scan(self._prepare(x), collect)[1]

@@ -231,7 +231,7 @@ def test_traced_in_a_model_with_unknown_batch():
                                atol=1e-6)
 
 
-@pytest.mark.parametrize("variant", ["coupled", "c_only"])
+@pytest.mark.parametrize("variant", ["coupled", "c_only", "plain"])
 def test_per_layer_analysis_equals_each_dense_layer(variant):
     stack, layers = _pair(variant)
     x = _x()
@@ -253,7 +253,7 @@ def test_per_layer_analysis_equals_each_dense_layer(variant):
     assert [layer.name for layer in layers] == stack.layer_names()
 
 
-@pytest.mark.parametrize("variant", ["coupled", "full", "residual"])
+@pytest.mark.parametrize("variant", ["coupled", "full", "residual", "plain"])
 def test_lesioning_matches_dense_lesioning(variant):
     stack, layers = _pair(variant)
     x = _x()

@@ -11,7 +11,8 @@ from layers._highway import combine
 
 # The branches each variant learns, in their order in the fused kernel (written out independently
 # of the implementation).
-BRANCHES = {"coupled": "ht", "full": "htc", "c_only": "hc", "t_only": "ht", "residual": "h"}
+BRANCHES = {"coupled": "ht", "full": "htc", "c_only": "hc", "t_only": "ht", "residual": "h",
+            "plain": "h"}
 ACTIVATIONS = {"relu": lambda z: np.maximum(z, 0.0), "tanh": np.tanh}
 ACTIVATION_GRADS = {
     "relu": lambda z: (z > 0).astype(z.dtype),
@@ -44,6 +45,8 @@ def reference(z, x, variant, activation):
     t = sigmoid(parts["t"]) if "t" in parts else ones
     if variant == "coupled":
         c = 1 - t
+    elif variant == "plain":  # Greff's Plain: y = H, no carry
+        c = np.zeros_like(x)
     else:
         c = sigmoid(parts["c"]) if "c" in parts else ones
     return {"y": h * t + x * c, "h": h, "t": t, "c": c}
@@ -259,6 +262,7 @@ def test_transform_bias_initializer_lands_on_the_transform_slice(make_layer, arg
         ("c_only", (0.1, None, 2.0)),
         ("t_only", (0.1, -2.0, None)),
         ("residual", (0.1, None, None)),
+        ("plain", (0.1, None, None)),
     ],
 )
 def test_bias_slices_per_variant(variant, expected_h_t_c):

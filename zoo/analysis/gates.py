@@ -91,9 +91,14 @@ def highway_layers(model: keras.Model) -> list:
     A stack's layers get the names of the per-layer net (`stack.layer_names()`, `highway_1`,
     ...); where those would clash (two stacks, or a layer of that name), every stack's layers
     are named `<stack name>_1`, ... instead.
+
+    Layers of variant "plain" (y = H(x): no gates, no carry) are left out: T is undefined
+    there, so a net of them is summarised, exported and analysed as a plain Dense net is
+    (no gate summaries, no "gates" signature, `analyze` refuses it with a message).
     """
     found = [layer for layer in model.layers
-             if isinstance(layer, HighwayDense | HighwayConv2D | HighwayStack)]
+             if isinstance(layer, HighwayDense | HighwayConv2D | HighwayStack)
+             and layer.variant != "plain"]
     stacks = [layer for layer in found if isinstance(layer, HighwayStack)]
     others = {layer.name for layer in model.layers}
     default = [name for stack in stacks for name in stack.layer_names()]
@@ -106,6 +111,19 @@ def highway_layers(model: keras.Model) -> list:
         else:
             units.append(layer)
     return units
+
+
+def no_gates_reason(model: keras.Model) -> str:
+    """Why `highway_layers(model)` is empty, in words, for an error message."""
+    plain = [layer.name for layer in model.layers
+             if isinstance(layer, HighwayDense | HighwayConv2D | HighwayStack)
+             and layer.variant == "plain"]
+    if plain:
+        return (f"its layers {', '.join(plain[:3])}{', ...' if len(plain) > 3 else ''} are "
+                "variant 'plain' (y = H(x)), which has no gates; gate analyses need a gated "
+                "variant (coupled, full, c_only, t_only, residual).")
+    return ("it holds no HighwayDense, HighwayConv2D or HighwayStack layer (a plain net has "
+            "no gates).")
 
 
 def highway_layer(model: keras.Model, name: str):
@@ -190,10 +208,7 @@ def probe(model: keras.Model, layers: list | None = None) -> keras.Model:
     """
     layers = highway_layers(model) if layers is None else layers
     if not layers:
-        raise ValueError(
-            f"{model.name} has no highway layers (HighwayDense, HighwayConv2D, HighwayStack) "
-            "to analyse."
-        )
+        raise ValueError(f"{model.name} has no highway layers to analyse: {no_gates_reason(model)}")
     inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
     return keras.Model(
         inputs, {source.name: (source.input, source.output) for source, _ in _sources(layers)}
