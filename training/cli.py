@@ -8,6 +8,7 @@
                       [--checkpoint-every STEPS] [--depth N] ...
     highway-zoo demo [--depths 10,20,50] [--epochs N] [--data-dir DIR] [--out DIR]
     highway-zoo sweep [--depths 10,20,50,100] [--kinds highway,plain] [--seeds N] ...
+    highway-zoo variants [--variants coupled,...,plain] [--depths 10,20,50,100] [--seeds N] ...
     highway-zoo export NAME [--weights W | --run RUN_DIR | --random-weights] [--version N] ...
     highway-zoo predict --model-dir exported/NAME/VERSION IMAGE...
     highway-zoo analyze NAME --weights W [--dataset D] [--examples N] [--out DIR] ...
@@ -157,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     from training import tuning as tuning_cli
 
     tuning_cli.add_parsers(sub)  # tune, bias-study
+    from training import variants as variants_cli
+
+    variants_cli.add_parsers(sub)  # variants
 
     p = sub.add_parser("demo", help="the main job: highway vs plain nets by depth on MNIST")
     p.add_argument("--depths", type=_depths, default=[10, 20, 50],
@@ -249,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
             from training import tuning as tuning_cli
 
             return tuning_cli.run(args)
+        elif args.command == "variants":
+            from training import variants as variants_cli
+
+            return variants_cli.run(args)
         elif args.command == "demo":
             from training.demo import demo
 

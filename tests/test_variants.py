@@ -1,0 +1,77 @@
+"""The variants study (training/variants.py): width matching, and the study end to end on a
+tiny budget producing its JSON, table and figure."""
+
+import json
+
+import numpy as np
+import pytest
+from test_training import separable_digits
+
+import zoo
+from training import cli
+from training.variants import matched_width, parameter_count, variants_study
+
+
+def test_matched_widths_follow_the_stated_rule():
+    # n · (w² + w) closest to a coupled width-50 layer's 5,100: the paper's 71-unit plain layer.
+    assert {v: matched_width(v) for v in ("coupled", "c_only", "t_only", "full", "residual",
+                                          "plain")} == {
+        "coupled": 50, "c_only": 50, "t_only": 50, "full": 41, "residual": 71, "plain": 71}
+    # The counts are the built nets' (and, for plain, the registered plain nets').
+    assert parameter_count("plain", 10, 71) == zoo.describe("plain_fc10_mnist")["params"]
+    for variant, width in (("full", 41), ("residual", 71), ("coupled", 50)):
+        model = zoo.load("highway_fc10_mnist", depth=3, width=width, variant=variant,
+                         stacked=True)
+        assert model.count_params() == parameter_count(variant, 3, width)
+
+
+def test_study_end_to_end_on_a_tiny_budget(tmp_path, capsys):
+    out = tmp_path / "variants"
+    results = variants_study(
+        ["coupled", "plain"], [3], 2, dataset=separable_digits(n_train=128, n_test=50),
+        epochs=1, out=out, isolate=False,
+    )
+    # coupled is 50 wide in both modes (trained once per seed), plain 50 and 71.
+    runs = results["runs"]
+    assert sorted((r["variant"], r["width"], r["seed"]) for r in runs) == [
+        ("coupled", 50, 0), ("coupled", 50, 1), ("plain", 50, 0), ("plain", 50, 1),
+        ("plain", 71, 0), ("plain", 71, 1)]
+    for r in runs:
+        assert r["overrides"]["variant"] == r["variant"] and r["overrides"]["stacked"]
+        assert len(r["loss_curve"]) == 1 and 0 <= r["test_accuracy"] <= 1
+        assert (out / f"{r['variant']}_w{r['width']}_depth3_seed{r['seed']}" /
+                "metrics.json").exists()
+    rows = {(r["mode"], r["variant"]): r for r in results["summary"]}
+    assert len(rows) == 4
+    assert rows[("matched", "plain")]["width"] == 71 and rows[("equal", "plain")]["width"] == 50
+    for (_mode, variant), row in rows.items():
+        mine = [r for r in runs if r["variant"] == variant and r["width"] == row["width"]]
+        for key in ("test_accuracy", "final_train_loss"):
+            values = [r[key] for r in mine]
+            assert row[key]["mean"] == pytest.approx(np.mean(values))
+            assert row[key]["std"] == pytest.approx(np.std(values))
+    assert rows[("equal", "coupled")]["test_accuracy"] == rows[("matched", "coupled")][
+        "test_accuracy"]
+
+    written = json.loads((out / "results.json").read_text())
+    assert written["settings"]["matched_widths"] == {"coupled": 50, "plain": 71}
+    assert written["settings"]["recipe"]["epochs"] == 1
+    table = (out / "table.md").read_text()
+    assert "**equal width**" in table and "**matched parameters**" in table
+    assert "| 3 | plain | 71 | " in table and table.count("±") == 8
+    png = (out / "variants.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    assert "[6/6] plain" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--variants", "coupled,highway"], "variants must be distinct names from coupled"),
+    (["--widths", "wide"], "widths must be distinct names from equal, matched"),
+    (["--seeds", "0"], "seeds must be a positive count"),
+    (["--max-train-examples", "0"], "max_train_examples must be a positive integer"),
+])
+def test_bad_options_are_refused_before_any_work(tmp_path, capsys, args, message):
+    out = tmp_path / "variants"
+    assert cli.main(["variants", "--depths", "2", "--out", str(out), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,427 @@
+"""The variants study: which part of the highway layer matters (Greff et al. 2017, Table 1a).
+
+Fully connected tanh nets of the depth study's layout (a plain stem layer, `depth - 1` layers of
+one variant, softmax) are trained with one recipe and budget (the sweep's: adam_fc, 12 epochs,
+seed init) at several depths and seeds, for the six variants of y = H·T + x·C:
+
+    coupled   C = 1 - T            full      T and C learned
+    c_only    T = 1, C learned     t_only    T learned, C = 1
+    residual  T = C = 1            plain     T = 1, C = 0 (y = H: no skip at all)
+
+each at two widths:
+
+- "equal": every variant 50 units wide (the highway FC nets' width), so the gated variants
+  have 2-3 times the parameters of residual and plain.
+- "matched": each variant's width chosen so that one of its hidden layers has about as many
+  parameters as a coupled layer of width 50 (2 · (50² + 50) = 5,100): the closest integer w to
+  n · (w² + w) = 5,100 for a variant learning n branches: 50 for coupled, c_only and t_only,
+  41 for full, 71 for residual and plain (the paper's 71-unit plain nets). Greff et al. matched
+  by depth instead (four residual layers for two highway layers); here depth is the variable
+  studied, so width takes up the difference. A net whose width is the same in both modes is
+  trained once and reported in both.
+
+Writes, under `out`::
+
+    <variant>_w<width>_depth<d>_seed<s>/   a run directory per net (training.trainer)
+    results.json                           settings, every run, mean and std over seeds
+    table.md                               per mode, depth and variant: width, parameters,
+                                           final training loss, test accuracy (mean ± std)
+    variants.png                           final training loss and test accuracy by depth,
+                                           per variant, one column per mode
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layers._highway import LEARNED_BRANCHES, VARIANTS
+from training.data import Dataset, OfflineFallbackWarning, load_dataset
+from training.demo import INITS, save_figure
+from training.recipes import get_recipe
+from training.sweep import _progress, _train_one, summarise
+from training.trainer import claim_run_dir
+from zoo.weights import write_text
+
+WIDTH = 50
+MODES = ("equal", "matched")
+ARCHITECTURE = "highway_fc10_mnist"  # its family builds every variant, stacked or not
+_MARKERS = {"coupled": "o", "full": "D", "c_only": "^", "t_only": "v", "residual": "s",
+            "plain": "x"}
+
+
+def matched_width(variant: str, width: int = WIDTH, reference: str = "coupled") -> int:
+    """The width whose hidden layer of `variant` has the parameter count closest to a
+    `reference` layer of `width` (the smaller width on a tie)."""
+    target = len(LEARNED_BRANCHES[reference]) * (width * width + width)
+    n = len(LEARNED_BRANCHES[variant])
+    return min(range(1, 4 * width + 1), key=lambda w: (abs(n * (w * w + w) - target), w))
+
+
+def parameter_count(variant: str, depth: int, width: int, inputs: int = 784,
+                    classes: int = 10) -> int:
+    """Parameters of the FC net: stem Dense, `depth - 1` hidden layers, softmax."""
+    hidden = len(LEARNED_BRANCHES[variant]) * (width * width + width)
+    return inputs * width + width + (depth - 1) * hidden + width * classes + classes
+
+
+def widths(variant: str, modes: Sequence[str], width: int = WIDTH) -> dict[str, int]:
+    return {mode: width if mode == "equal" else matched_width(variant, width) for mode in modes}
+
+
+def _positive(label: str, value: Any) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                              or value < 1):
+        raise ValueError(f"{label} must be a positive integer. Received: {value!r}")
+
+
+def _check(variants, depths, seeds, modes, max_train_examples, max_test_examples) -> list[int]:
+    unknown = [v for v in variants if v not in VARIANTS]
+    if not variants or unknown or len(set(variants)) != len(variants):
+        raise ValueError(f"variants must be distinct names from {', '.join(VARIANTS)}. "
+                         f"Received: {list(variants)!r}")
+    if not depths or any(not isinstance(d, int) or d < 2 for d in depths) \
+            or len(set(depths)) != len(depths):
+        raise ValueError(f"depths must be distinct integers >= 2. Received: {list(depths)!r}")
+    bad = [m for m in modes if m not in MODES]
+    if not modes or bad or len(set(modes)) != len(modes):
+        raise ValueError(f"widths must be distinct names from {', '.join(MODES)}. "
+                         f"Received: {list(modes)!r}")
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if not seed_list or len(set(seed_list)) != len(seed_list):
+        raise ValueError("seeds must be a positive count or a list of distinct seeds. "
+                         f"Received: {seeds!r}")
+    _positive("max_train_examples", max_train_examples)
+    _positive("max_test_examples", max_test_examples)
+    return seed_list
+
+
+def _subset(data: Dataset, max_train: int | None, max_test: int | None) -> Dataset:
+    if max_train and max_train < data.num_train:
+        data = dataclasses.replace(data, train=data.train.take(max_train), num_train=max_train)
+    if max_test and max_test < data.num_test:
+        data = dataclasses.replace(data, test=data.test.take(max_test), num_test=max_test)
+    return data
+
+
+def _load(job: dict[str, Any]) -> Dataset:
+    data = load_dataset(job["dataset"], job["data_dir"])
+    return _subset(data, job["max_train_examples"], job["max_test_examples"])
+
+
+def _child_main() -> None:
+    """Entry point of a run's own process: reads the job from stdin, prints the result."""
+    job = json.loads(sys.stdin.read())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
+        data = _load(job)
+    result = _train_one(job, data)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: ru_maxrss in KiB
+    result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)
+    print(json.dumps(result))
+
+
+def _train_in_child(job: dict[str, Any]) -> dict[str, Any]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from training.variants import _child_main; _child_main()"],
+        input=json.dumps(job), capture_output=True, text=True, env=env, check=False,
+    )
+    if proc.returncode:
+        raise RuntimeError(f"The run in {job['run_dir']} failed (exit status "
+                           f"{proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _series(variant: str, width: int) -> str:
+    return f"{variant} w={width}"
+
+
+def _cell(stats: dict[str, Any] | None, digits: int = 3) -> str:
+    if stats is None:
+        return "-"
+    return f"{stats['mean']:.{digits}f} ± {stats['std']:.{digits}f}"
+
+
+def _loss_cell(stats: dict[str, Any] | None) -> str:
+    # Losses span 1e-4 .. 2.3: three significant digits, not three decimals.
+    if stats is None:
+        return "-"
+    return f"{stats['mean']:.3g} ± {stats['std']:.2g}"
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown: per mode, one row per depth and variant."""
+    lines = []
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        mine = [r for r in rows if r["mode"] == mode]
+        lines += [
+            f"**{mode} {'width' if mode == 'equal' else 'parameters'}**", "",
+            "| depth | variant | width | parameters | final training loss | test accuracy |",
+            "| ---: | :--- | ---: | ---: | ---: | ---: |",
+        ]
+        for r in mine:
+            lines.append(f"| {r['depth']} | {r['variant']} | {r['width']} | {r['params']:,} | "
+                         f"{_loss_cell(r['final_train_loss'])} | {_cell(r['test_accuracy'])} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
+    """Final training loss (top, log) and test accuracy (bottom) against depth, a line per
+    variant with ± std bars, a column per width mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    depths = sorted({r["depth"] for r in rows})
+    colours = {v: plt.get_cmap("tab10")(i) for i, v in enumerate(VARIANTS)}
+    fig, axes = plt.subplots(2, len(modes), figsize=(5.5 * len(modes), 8), squeeze=False,
+                             sharex=True)
+    for col, mode in enumerate(modes):
+        for variant in variants:
+            mine = sorted((r for r in rows if r["mode"] == mode and r["variant"] == variant),
+                          key=lambda r: r["depth"])
+            if not mine:
+                continue
+            x = [r["depth"] for r in mine]
+            label = variant if mode == "equal" else f"{variant} (w={mine[0]['width']})"
+            for row, key in enumerate(("final_train_loss", "test_accuracy")):
+                axes[row, col].errorbar(
+                    x, [r[key]["mean"] for r in mine], yerr=[r[key]["std"] for r in mine],
+                    marker=_MARKERS.get(variant, "o"), capsize=3, color=colours[variant],
+                    label=label, ls="--" if variant in ("residual", "plain") else "-",
+                )
+        top, bottom = axes[0, col], axes[1, col]
+        top.set(title=f"{mode} {'width (50 units)' if mode == 'equal' else 'parameters per layer'}",
+                ylabel="final training loss", yscale="log")
+        top.axhline(math.log(10), color="grey", lw=0.8, ls=":")
+        bottom.set(xlabel="depth (layers)", ylabel="test accuracy", xscale="log", ylim=(0, 1))
+        bottom.set_xticks(depths, [str(d) for d in depths])
+        bottom.minorticks_off()
+        top.legend(fontsize=8)
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3, which="both")
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def variants_study(
+    variants: Sequence[str] = VARIANTS,
+    depths: Sequence[int] = (10, 20, 50, 100),
+    seeds: int | Sequence[int] = 3,
+    *,
+    modes: Sequence[str] = MODES,
+    dataset: str | Dataset = "mnist",
+    data_dir: str | os.PathLike | None = None,
+    max_train_examples: int | None = None,
+    max_test_examples: int | None = None,
+    activation: str = "tanh",
+    transform_bias: float = -2.0,
+    init: str = "seed",
+    epochs: int | None = None,
+    recipe: str = "adam_fc",
+    stacked: bool = True,
+    out: str | os.PathLike | None = None,
+    isolate: bool = True,
+) -> dict[str, Any]:
+    """Trains every variant at every depth, width mode and seed; writes runs, JSON, table, PNG.
+
+    Args:
+        variants: names from `layers.VARIANTS`.
+        depths: network depths (the plain stem layer plus `depth - 1` variant layers).
+        seeds: how many seeds (0, 1, ...), or the seeds themselves.
+        modes: "equal" (every variant 50 wide) and/or "matched" (`matched_width`).
+        dataset: "mnist" (offline: the 4,000/1,000 sample), "fashion_mnist", or a loaded
+            `training.data.Dataset` (trained in this process).
+        max_train_examples, max_test_examples: the first N examples of each split only.
+        activation: of every layer ("tanh" or "relu").
+        transform_bias: b_T of the variants with a transform gate; the carry gate's b_C is
+            the layers' default +2 (C starts open as much as 1 - T does).
+        init: kernel initialisation, a `training.demo.INITS` name.
+        epochs: default: the recipe's (adam_fc: 12).
+        recipe: the optimiser budget, the same for every net.
+        stacked: every net's hidden layers as one `HighwayStack` (same function, faster).
+        out: output directory, new or empty (default `runs/variants-<time>`).
+        isolate: train each net in its own process (its own peak memory and CPU time).
+    """
+    seed_list = _check(variants, depths, seeds, modes, max_train_examples, max_test_examples)
+    if activation not in ("tanh", "relu"):
+        raise ValueError(f"activation must be tanh or relu. Received: {activation!r}")
+    if init not in INITS:
+        raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
+    if not math.isfinite(transform_bias):
+        raise ValueError(f"transform_bias must be a finite number. Received: {transform_bias!r}")
+    loaded = isinstance(dataset, Dataset)
+    if loaded and isolate:
+        raise ValueError("A loaded Dataset is trained in this process: pass isolate=False, or "
+                         "a dataset name.")
+    recipe_ = get_recipe(recipe, epochs=epochs)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = claim_run_dir(out or Path("runs") / f"variants-{stamp}")
+    data = dataset if loaded else _subset(load_dataset(dataset, data_dir), max_train_examples,
+                                          max_test_examples)
+    inputs = int(np.prod(data.image_shape))
+    print(f"Data: {data.source} ({data.num_train} training, {data.num_test} test examples)")
+
+    configs = {(v, w) for v in variants for w in widths(v, modes).values()}
+    jobs = []
+    for seed in seed_list:
+        for depth in depths:
+            for variant in variants:
+                for width in sorted({w for v, w in configs if v == variant}):
+                    overrides = {
+                        "depth": depth, "width": width, "variant": variant,
+                        "activation": activation, "kernel_initializer": INITS[init],
+                        "transform_bias": transform_bias, "stacked": stacked,
+                        "classes": data.num_classes,
+                        # Not read by this study: saves each epoch's pass over the probe batch.
+                        "gate_summaries": False,
+                    }
+                    jobs.append({
+                        "variant": variant, "kind": variant, "width": width,
+                        "series": _series(variant, width), "depth": depth, "seed": seed,
+                        "transform_bias": transform_bias if "t" in LEARNED_BRANCHES[variant]
+                        else None,
+                        "params": parameter_count(variant, depth, width, inputs,
+                                                  data.num_classes),
+                        "architecture": ARCHITECTURE, "overrides": overrides,
+                        "epochs": recipe_["epochs"], "recipe": recipe,
+                        "run_dir": str(out / f"{variant}_w{width}_depth{depth}_seed{seed}"),
+                        "dataset": None if loaded else dataset,
+                        "data_dir": None if data_dir is None else str(data_dir),
+                        "max_train_examples": max_train_examples,
+                        "max_test_examples": max_test_examples,
+                    })
+
+    runs = []
+    for i, job in enumerate(jobs, start=1):
+        start = time.perf_counter()
+        if isolate:
+            result = _train_in_child(job)
+        else:
+            result = {**_train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
+        runs.append({k: v for k, v in job.items() if k not in ("data_dir",)} | result)
+        print(f"[{i}/{len(jobs)}] {job['variant']:8s} width {job['width']:3d} depth "
+              f"{job['depth']:4d} seed {job['seed']}: {_progress(result)} "
+              f"({time.perf_counter() - start:.1f} s)", flush=True)
+
+    by_series = {(s["series"], s["depth"]): s for s in summarise(runs)}
+    rows = []
+    for mode in modes:
+        for depth in depths:
+            for variant in variants:
+                width = widths(variant, [mode])[mode]
+                s = by_series[(_series(variant, width), depth)]
+                rows.append({
+                    "mode": mode, "variant": variant, "width": width, "depth": depth,
+                    "params": parameter_count(variant, depth, width, inputs, data.num_classes),
+                    **{k: s[k] for k in ("seeds", "test_accuracy", "final_train_loss",
+                                         "seconds_per_epoch", "loss_curve_mean",
+                                         "loss_curve_std")},
+                })
+    table = format_table(rows)
+    print()
+    print(table)
+    results = {
+        "data": {"source": data.source, "name": data.name, "num_train": data.num_train,
+                 "num_test": data.num_test},
+        "settings": {
+            "variants": list(variants), "depths": list(depths), "seeds": seed_list,
+            "modes": list(modes), "activation": activation, "transform_bias": transform_bias,
+            "carry_bias": 2.0, "init": init, "kernel_initializer": INITS[init],
+            "recipe": recipe_, "stacked": stacked, "isolate": isolate,
+            "matched_widths": {v: matched_width(v) for v in variants},
+            "matching_rule": "per hidden layer: n·(w² + w) closest to a coupled layer of "
+                             f"width {WIDTH} (2·({WIDTH}² + {WIDTH}) parameters)",
+        },
+        "std": "population standard deviation over seeds (numpy.std, ddof=0)",
+        "summary": rows,
+        "runs": runs,
+    }
+    write_text(out / "results.json", json.dumps(results, indent=1) + "\n")
+    write_text(out / "table.md", table)
+    n = len(seed_list)
+    plot(rows, out / "variants.png",
+         f"Highway variants, {activation} FC nets on {data.name} ({data.num_train} training "
+         f"examples, {recipe}, {recipe_['epochs']} epochs; mean ± std over {n} seed"
+         f"{'s' if n > 1 else ''})")
+    print(f"\nWrote {out}/results.json, table.md and variants.png")
+    return results
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def add_parsers(sub) -> None:
+    """Adds the `variants` subcommand to `highway-zoo`'s subparsers."""
+    from training.cli import _depths
+
+    p = sub.add_parser(
+        "variants", help="Greff et al. 2017 Table 1a: coupled, full, c_only, t_only, residual "
+        "and plain FC nets by depth, at equal width and matched parameters",
+        description="Trains every variant with one recipe and budget at every depth and seed, "
+        "at equal width (50) and at about equal parameters per layer (width chosen per "
+        "variant), and writes results.json, table.md and variants.png.",
+    )
+    p.add_argument("--variants", type=_names, default=list(VARIANTS),
+                   help=f"comma-separated (default {','.join(VARIANTS)})")
+    p.add_argument("--depths", type=_depths, default=[10, 20, 50, 100],
+                   help="comma-separated depths (default 10,20,50,100)")
+    p.add_argument("--seeds", type=int, default=3, help="number of seeds 0..N-1 (default 3)")
+    p.add_argument("--widths", type=_names, default=list(MODES),
+                   help="equal,matched (default) or one of them")
+    p.add_argument("--dataset", default="mnist", help="mnist (default) or fashion_mnist")
+    p.add_argument("--data-dir", help="directory holding the upstream dataset files")
+    p.add_argument("--max-train-examples", type=int, help="train on the first N examples")
+    p.add_argument("--max-test-examples", type=int, help="test on the first N examples")
+    p.add_argument("--activation", default="tanh", help="tanh (default) or relu")
+    p.add_argument("--transform-bias", type=_finite, default=-2.0, help="b_T (default -2)")
+    p.add_argument("--init", default="seed", help="seed (default) or glorot")
+    p.add_argument("--epochs", type=int, help="default: the recipe's 12")
+    p.add_argument("--per-layer", action="store_true",
+                   help="HighwayDense layers instead of one HighwayStack (same function)")
+    p.add_argument("--out", help="output directory (new or empty; default runs/variants-TIME)")
+    p.add_argument("--in-process", action="store_true",
+                   help="train every net in this process (no per-run memory or CPU time)")
+
+
+def run(args: argparse.Namespace) -> int:
+    variants_study(
+        args.variants, args.depths, args.seeds, modes=args.widths, dataset=args.dataset,
+        data_dir=args.data_dir, max_train_examples=args.max_train_examples,
+        max_test_examples=args.max_test_examples, activation=args.activation,
+        transform_bias=args.transform_bias, init=args.init, epochs=args.epochs,
+        stacked=not args.per_layer, out=args.out, isolate=not args.in_process,
+    )
+    return 0
