@@ -93,8 +93,9 @@ def test_per_layer_graphs_are_skipped_beyond_the_limit(tmp_path):
 
 
 def test_bad_names_are_refused_with_the_choices(capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         headline.main(["--implementations", "numpy,jax"])
+    assert refused.value.code == 2
     assert "unknown implementation" in capsys.readouterr().err
     with pytest.raises(ValueError, match="headline"):
         suite.run(only=["nope"])

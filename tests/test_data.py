@@ -360,3 +360,19 @@ def test_data_dir_defaults_to_tfds_data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("TFDS_DATA_DIR", os.fspath(tmp_path))
     with pytest.raises(DatasetNotFoundError, match=f"copy at {tmp_path}/cifar100/3.0.2"):
         load_dataset("cifar100")
+
+
+def test_a_killed_preparations_leftovers_are_removed_by_the_next(tmp_path):
+    # What a preparation killed half-way leaves: our copy of the download cache and TFDS's
+    # incomplete.* directory (160 MB for MNIST).
+    members, _ = data_files.cifar_members("cifar10")
+    data_files.write_tar_gz(tmp_path / DATASETS["cifar10"].files[0], members)
+    copied = tmp_path / "downloads" / "highway-zoo-cifar10-killed" / "cifar10"
+    incomplete = tmp_path / "cifar10" / "incomplete.1a2b3c_3.0.2"
+    for leftover in (copied, incomplete):
+        leftover.mkdir(parents=True)
+        (leftover / "half-written").write_bytes(bytes(1000))
+    dataset = load_dataset("cifar10", tmp_path)
+    assert dataset.num_train == 120
+    assert not copied.parent.exists() and not incomplete.exists()
+    assert [p.name for p in (tmp_path / "cifar10").iterdir()] == ["3.0.2"]

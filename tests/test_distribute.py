@@ -15,16 +15,18 @@ import pytest
 
 import zoo
 from training import distribute
+from training.trainer import Checkpoints
+from zoo.weights import sha256_of
 
 HIGHWAY_ZOO = os.path.join(os.path.dirname(sys.executable), "highway-zoo")
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
 TIMEOUT = 240  # seconds: a hang fails the test instead of blocking CI
 
 
-def _train_command(tmp_path, *extra):
+def _train_command(tmp_path, *extra, out="run"):
     return [HIGHWAY_ZOO, "train", "highway_fc10_mnist", "--depth", "3", "--epochs", "2",
-            "--batch-size", "100", "--data-dir", str(tmp_path / "data"),
-            "--out", str(tmp_path / "run"), "--verbose", "0", *extra]
+            "--batch-size", "100", "--data-dir", str(tmp_path),
+            "--out", str(tmp_path / out), "--verbose", "0", *extra]
 
 
 def _read(path):
@@ -99,11 +101,15 @@ def _wait_for_checkpoint(workers, pointer, iterations):
     raise AssertionError("no checkpoint appeared before the workers ended")
 
 
-def test_two_workers_train_one_model_and_resume_together(tmp_path):
+def test_two_workers_train_one_model_and_resume_together(tmp_path, request):
     run_dir, worker_dir = tmp_path / "run", tmp_path / "run" / "workers" / "1"
     # 40 steps of the global batch 100 per epoch; a checkpoint every 20 steps.
-    command = _train_command(tmp_path, "--strategy", "multiworker", "--epochs", "3",
-                             "--checkpoint-every", "20")
+    options = ("--strategy", "multiworker", "--epochs", "3", "--checkpoint-every", "20")
+    command = _train_command(tmp_path, *options)
+    # The same two workers never interrupted: what the resumed ones must end with.
+    reference = _start_workers(tmp_path, _train_command(tmp_path, *options, out="reference"),
+                               "reference")
+    request.addfinalizer(lambda: _stop(reference, kill=True))
     workers = _start_workers(tmp_path, command, "first")
     try:
         _wait_for_checkpoint(workers, run_dir / "checkpoint" / "checkpoint.json", 60)
@@ -114,9 +120,10 @@ def test_two_workers_train_one_model_and_resume_together(tmp_path):
     worker_at = _read(pointer)["iterations"]
     if worker_at == chief_at:
         # As if worker 1 died before its last checkpoint: the workers must agree on 20 less.
-        (worker_dir / "checkpoint" / f"ckpt-{worker_at:09d}.weights.h5").unlink()
+        (worker_dir / "checkpoint" / Checkpoints.file_name(worker_at)).unlink()
         worker_at -= 20
-        pointer.write_text(json.dumps({"file": f"ckpt-{worker_at:09d}.weights.h5",
+        older = worker_dir / "checkpoint" / Checkpoints.file_name(worker_at)
+        pointer.write_text(json.dumps({"file": older.name, "sha256": sha256_of(older),
                                        "iterations": worker_at, "epoch": worker_at // 40,
                                        "batch": worker_at % 40}))
 
@@ -140,13 +147,16 @@ def test_two_workers_train_one_model_and_resume_together(tmp_path):
     assert _read(run_dir / "metrics.json")["test_accuracy"] > 0.8  # chance is 0.1
     # Worker 1 writes only under workers/1/; the chief writes the run directory.
     assert _read(worker_dir / "run.json")["status"] == "finished"
-    assert sorted(p.name for p in worker_dir.iterdir()) == [
-        "history.json", "model.json", "model.weights.h5", "model.weights.h5.sha256", "run.json",
-    ]
-    chief = zoo.load("highway_fc10_mnist", weights=run_dir)
-    worker = zoo.load("highway_fc10_mnist", weights=worker_dir)
-    for a, b in zip(chief.get_weights(), worker.get_weights(), strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert {"history.json", "metrics.json", "model.weights.h5", "run.json"} <= {
+        p.name for p in worker_dir.iterdir()} and not (worker_dir / "checkpoint").exists()
+    _stop(reference)
+    for i in range(2):
+        assert reference[i][0].returncode == 0, (tmp_path / f"reference-worker{i}.log").read_text()
+    expected = zoo.load("highway_fc10_mnist", weights=tmp_path / "reference").get_weights()
+    for resumed in (run_dir, worker_dir):  # the chief and worker 1, each as if never stopped
+        got = zoo.load("highway_fc10_mnist", weights=resumed).get_weights()
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_cpu_devices_must_be_set_before_tensorflow_starts():

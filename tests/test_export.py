@@ -7,6 +7,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import keras
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from google.protobuf import text_format
+from places import read_only_dir, small_disk
 from tensorflow_serving.apis import prediction_log_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
@@ -404,17 +406,10 @@ def test_unwritable_base_dir_gives_a_clear_error(models, tmp_path):
         zoo.export(models[FC], base_dir=a_file)
     with pytest.raises(PermissionError, match="Cannot create the export directory"):
         zoo.export(models[FC], base_dir=a_file / "exported")
-    # A read-only directory: root writes there anyway, so this part needs an ordinary user.
-    if os.geteuid() == 0:
-        return
-    read_only = tmp_path / "read-only"
-    read_only.mkdir()
-    read_only.chmod(0o555)
-    try:
+    # A read-only directory (a read-only mount: chmod does not stop root, who runs CI).
+    with read_only_dir(tmp_path / "read-only") as read_only:
         with pytest.raises(PermissionError, match="permission denied"):
             zoo.export(models[FC], base_dir=read_only)
-    finally:
-        read_only.chmod(0o755)
 
 
 def test_wrong_shape_or_dtype_is_a_tf_error(exported):
@@ -426,3 +421,80 @@ def test_wrong_shape_or_dtype_is_a_tf_error(exported):
         fn(pixels=tf.zeros([2, 784]))
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError, TypeError), match="float"):
         fn(pixels=tf.zeros([2, 28, 28, 1], tf.int32))
+
+
+def test_a_request_above_the_max_batch_fails_with_a_clear_error(models, exported, tmp_path):
+    _, paths = exported
+    record = json.loads((paths[FC] / "assets.extra" / "highway_zoo.json").read_text())
+    assert record["max_batch"] == export_module.DEFAULT_MAX_BATCH == 1024
+    path = zoo.export(models[FC], base_dir=tmp_path, max_batch=4, batching_config=True,
+                      warmup=False)
+    loaded = tf.saved_model.load(str(path))
+    for signature in ("serving_default", "logits", "gates"):
+        fn = loaded.signatures[signature]
+        assert len(fn(pixels=tf.constant(pixels(4)))) >= 1  # up to the max: answered
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="A request may hold at most 4 images"):
+            fn(pixels=tf.constant(pixels(5)))
+    batching = (tmp_path / "batching.config").read_text()
+    assert "max_batch_size { value: 4 }" in batching
+    assert f"--batching_parameters_file={(tmp_path / 'batching.config').resolve()}" in batching
+    with pytest.raises(ValueError, match="max_batch must be a positive integer"):
+        zoo.export(models[FC], base_dir=tmp_path, max_batch=0)
+
+
+def test_versions_beyond_int64_are_refused(models, tmp_path):
+    with pytest.raises(ValueError, match="TF Serving reads versions as int64"):
+        zoo.export(models[FC], base_dir=tmp_path, version=2**63)
+    assert zoo.export(models[FC], base_dir=tmp_path, version=2**63 - 1, warmup=False).name == (
+        str(2**63 - 1))
+
+
+def test_an_export_racing_another_for_a_version_takes_the_next(models, tmp_path, monkeypatch):
+    refuse_existing = export_module._refuse_existing
+    raced = []
+
+    def another_export_renames_first(target, name):
+        refuse_existing(target, name)
+        if not raced:  # between this check and our rename, another export takes the number
+            raced.append(target)
+            other = target.parent / ".other-export"
+            other.mkdir()
+            (other / "saved_model.pb").write_bytes(b"the other export")
+            os.rename(other, target)
+
+    monkeypatch.setattr(export_module, "_refuse_existing", another_export_renames_first)
+    path = zoo.export(models[FC], base_dir=tmp_path, warmup=False)
+    assert raced == [tmp_path / FC / "1"] and path == tmp_path / FC / "2"
+    assert (tmp_path / FC / "1" / "saved_model.pb").read_bytes() == b"the other export"
+
+
+def test_a_killed_exports_temporary_directory_is_removed_by_the_next(models, tmp_path):
+    base = tmp_path / "exported"
+    killed = subprocess.Popen([str(BIN / "highway-zoo"), "export", FC, "--random-weights",
+                               "--base-dir", str(base)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list((base / FC).glob(".tmp-*")) and killed.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    killed.kill()
+    killed.wait()
+    left = list((base / FC).glob(".tmp-*"))
+    assert len(left) == 1, "the export ended before it could be killed"
+    another_machine = base / FC / f"{export_module.TMP_PREFIX}{FC}+elsewhere+1+abcd1234"
+    another_machine.mkdir()  # on a shared disk: its process cannot be checked from here
+    zoo.export(models[FC], base_dir=base, warmup=False)
+    assert not left[0].exists() and another_machine.is_dir()
+
+
+def test_a_full_disk_fails_the_export_in_one_line_and_leaves_nothing(tmp_path, capsys):
+    with small_disk(tmp_path / "disk") as disk:
+        (disk / "filler").write_bytes(bytes(1_900_000))
+        base = disk / "exported"
+        assert main(["export", FC, "--random-weights", "--base-dir", str(base)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"highway-zoo export: error: No space left on the device to write {FC} "
+                       f"under {base / FC}; nothing was exported (its temporary directory is "
+                       "removed). Free some space and export again."]
+        assert list((base / FC).iterdir()) == [] and not (base / "models.config").exists()

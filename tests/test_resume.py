@@ -47,7 +47,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path):
     run_dir = tmp_path / "run"
     # 4,000 offline MNIST digits at batch 20: 200 steps per epoch, a checkpoint every 50.
     options = ["--depth", "3", "--epochs", "5", "--batch-size", "20",
-               "--data-dir", str(tmp_path / "data"), "--verbose", "0"]
+               "--data-dir", str(tmp_path), "--verbose", "0"]
     command = [HIGHWAY_ZOO, "train", "highway_fc10_mnist", "--out", str(run_dir),
                "--checkpoint-every", "50", *options]
     pointer = run_dir / "checkpoint" / "checkpoint.json"
@@ -79,7 +79,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path):
     # the checkpoint holds the optimizer state, so the curves agree.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OfflineFallbackWarning)
-        data = load_dataset("mnist", tmp_path / "data")
+        data = load_dataset("mnist", tmp_path)
     reference = train("highway_fc10_mnist", dataset=data, depth=3, epochs=5, batch_size=20,
                       out=tmp_path / "reference", verbose=0)
     expected = _read(tmp_path / "reference" / "history.json")
@@ -126,7 +126,7 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_
     # SGD whose rate jumps to 1e28 after the first epoch: ReLU activations overflow.
     args = ["train", "highway_fc10_mnist", "--depth", "3", "--activation", "relu",
             "--optimizer", "sgd", "--learning-rate", "0.01", "--lr-boundaries", "1",
-            "--lr-decay", "1e30", "--epochs", "3", "--data-dir", str(tmp_path / "data"),
+            "--lr-decay", "1e30", "--epochs", "3", "--data-dir", str(tmp_path),
             "--out", str(run_dir), "--verbose", "0"]
     with pytest.warns(OfflineFallbackWarning):
         assert cli.main(args) == 1

@@ -15,7 +15,7 @@ def test_sweep_writes_runs_table_plot_and_seed_statistics(tmp_path, capsys):
     with pytest.warns(OfflineFallbackWarning):
         code = cli.main([
             "sweep", "--depths", "2,3", "--seeds", "2", "--epochs", "1", "--in-process",
-            "--data-dir", str(tmp_path / "data"), "--out", str(out),
+            "--data-dir", str(tmp_path), "--out", str(out),
         ])
     assert code == 0
     printed = capsys.readouterr().out
@@ -61,7 +61,7 @@ def test_isolated_runs_record_their_own_memory_and_one_series_per_bias(tmp_path)
     with pytest.warns(OfflineFallbackWarning):
         results = sweep(
             [2], ["highway"], 1, transform_bias=[-1.0, -3.0], epochs=1,
-            data_dir=tmp_path / "data", out=tmp_path / "sweep",
+            data_dir=tmp_path, out=tmp_path / "sweep",
         )
     runs = results["runs"]
     assert [r["series"] for r in runs] == ["highway b_T=-1", "highway b_T=-3"]
@@ -91,10 +91,12 @@ def test_bad_options_are_refused_before_any_work(tmp_path, capsys, args, message
 
 
 def test_bad_depths_are_refused_by_the_parser():
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         cli.main(["sweep", "--depths", "1"])
-    with pytest.raises(SystemExit):
+    assert refused.value.code == 2
+    with pytest.raises(SystemExit) as refused:
         cli.main(["sweep", "--depths", "ten"])
+    assert refused.value.code == 2
 
 
 def test_a_diverged_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
@@ -105,7 +107,7 @@ def test_a_diverged_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch,
 
     monkeypatch.setattr(training.sweep, "train", diverge)
     with pytest.warns(OfflineFallbackWarning):
-        results = sweep([2], ["plain"], 2, epochs=1, data_dir=tmp_path / "data",
+        results = sweep([2], ["plain"], 2, epochs=1, data_dir=tmp_path,
                         out=tmp_path / "sweep", isolate=False)
     assert [r["failed"] for r in results["runs"]] == ["non-finite loss"] * 2
     assert np.isnan(results["summary"][0]["test_accuracy"]["mean"])

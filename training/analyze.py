@@ -126,10 +126,16 @@ def _tensorboard(args: argparse.Namespace) -> int:
     process = subprocess.Popen(command)
     try:
         return process.wait()
-    except KeyboardInterrupt:  # Ctrl-C: TensorBoard got it too; make sure it ends
-        process.terminate()
-        process.wait(timeout=30)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (training/cli.py): how a server is stopped
         return 0
+    finally:
+        if process.poll() is None:  # SIGTERM reached this process only: stop TensorBoard too
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def load_examples(split, count: int) -> tuple[np.ndarray, np.ndarray]:

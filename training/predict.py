@@ -14,7 +14,6 @@ image `[height, width, channels]` (`[height, width]` for one channel) or a batch
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +62,17 @@ def _describe(shape) -> str:
     return "x".join(str(d) for d in shape)
 
 
+def _check_finite(path: Path, array: np.ndarray) -> None:
+    """Refuses NaN and infinite pixels: the model would still answer, with a made-up class."""
+    bad = ~np.isfinite(array.astype(np.float64, copy=False))
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{path} holds {int(bad.sum())} NaN or infinite value(s) (the first at index "
+            f"{first}: {array[first]}); pixels must be finite raw values 0-255."
+        )
+
+
 def read_images(path: str | Path, image_shape: tuple[int, ...]) -> list[tuple[str, np.ndarray]]:
     """`(label, image)` pairs from a PNG or `.npy` file, each image float32 `image_shape`."""
     import tensorflow as tf
@@ -79,11 +89,14 @@ def read_images(path: str | Path, image_shape: tuple[int, ...]) -> list[tuple[st
         if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
             raise ValueError(f"{path} holds {array.dtype} values; expected numeric pixel values.")
         shape = tuple(array.shape)
+        _check_finite(path, array)
         if shape == image_shape:
             return [(str(path), array.astype(np.float32))]
         if image_shape[-1] == 1 and shape == image_shape[:-1]:
             return [(str(path), array[..., None].astype(np.float32))]
         if len(shape) == len(image_shape) + 1 and shape[1:] == image_shape:
+            if not len(array):
+                raise ImageShapeError(f"{path} is an empty batch {shape}: it holds no image.")
             return [(f"{path}[{i}]", image.astype(np.float32)) for i, image in enumerate(array)]
         raise ImageShapeError(
             f"{path} has shape {shape}; the model expects one image of shape {image_shape}"
@@ -151,6 +164,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--served-name", dest="served_name",
                    help="the model's name in TF Serving (default: NAME)")
     p.add_argument("--no-warmup", action="store_true", help="write no warm-up requests")
+    p.add_argument("--max-batch", type=int, metavar="N",
+                   help="the most images one request may hold (default: zoo.export's, 1024); "
+                   "a larger request fails with an error saying so")
+    p.add_argument("--batching-config", action="store_true",
+                   help="also write BASE_DIR/batching.config, TF Serving's batching "
+                   "parameters with --max-batch (--enable_batching --batching_parameters_file)")
     p.add_argument("--format", choices=("tf_saved_model", "tflite"), default="tf_saved_model",
                    help="tf_saved_model (default) or tflite: one file BASE_DIR/NAME/VERSION.tflite "
                    "with the same signatures (run it with zoo.tflite.load)")
@@ -174,6 +193,8 @@ def _export(args: argparse.Namespace) -> int:
     path = export(
         args.name, base_dir=args.base_dir, version=args.version, weights=weights,
         random_weights=args.random_weights, name=args.served_name, warmup=not args.no_warmup,
+        batching_config=args.batching_config,
+        **({} if args.max_batch is None else {"max_batch": args.max_batch}),
         format=args.format,
     )
     print(f"exported {args.name} to {path}")
@@ -192,10 +213,6 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs `export` or `predict`; a user error prints one line and returns 2."""
+    """Runs `export` or `predict` (training/cli.py turns a user error into one line)."""
     command: Any = _export if args.command == "export" else _predict
-    try:
-        return command(args)
-    except (ValueError, OSError) as err:
-        print(f"highway-zoo {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    return command(args)

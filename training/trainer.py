@@ -39,8 +39,10 @@ import json
 import math
 import os
 import platform
+import shutil
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,8 @@ from training.recipes import (
     make_optimizer,
     recipe_name,
 )
-from zoo.weights import MODEL_FILE, WEIGHTS_FILE, atomic_path, hash_path, write_text
+from zoo.analysis.evolution import GATES_FILE
+from zoo.weights import MODEL_FILE, WEIGHTS_FILE, atomic_path, hash_path, sha256_of, write_text
 
 RUN_FILE = "run.json"
 HISTORY_FILE = "history.json"
@@ -78,6 +81,32 @@ class RunDirError(FileExistsError):
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite; the run stopped."""
+
+
+class RunWriteError(OSError):
+    """A run's file could not be written (disk full, read-only); what was kept is named."""
+
+
+# Files a run writes through a temporary `.<name>.<random>` beside them (zoo.weights.atomic_path).
+_RUN_FILES = (RUN_FILE, HISTORY_FILE, METRICS_FILE, MODEL_FILE, WEIGHTS_FILE,
+              hash_path(WEIGHTS_FILE).name, GATES_FILE)
+
+
+def _is_temporary(path: Path) -> bool:
+    """A temporary file of an atomic write that a killed process left behind."""
+    return path.is_file() and any(path.name.startswith(f".{name}.") for name in _RUN_FILES)
+
+
+def remove_temporary_files(run_dir: Path) -> list[Path]:
+    """Removes what killed writers left in `run_dir` and its checkpoint directory (call it
+    holding the run's lock: no live writer then); returns what was removed."""
+    checkpoint_dir = run_dir / CHECKPOINT_DIR
+    left = [p for p in run_dir.iterdir() if _is_temporary(p)] if run_dir.is_dir() else []
+    if checkpoint_dir.is_dir():
+        left += [p for p in checkpoint_dir.iterdir() if p.name.startswith(".") and p.is_file()]
+    for path in left:
+        path.unlink(missing_ok=True)
+    return left
 
 
 def default_run_dir(name: str) -> Path:
@@ -229,15 +258,20 @@ def inspect_run_dir(
         return None
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} exists and is not a directory; choose another --out.")
-    if not [p for p in run_dir.iterdir() if p.name not in ignore]:
+    if not [p for p in run_dir.iterdir() if p.name not in ignore and not _is_temporary(p)]:
         return None
     run_file = run_dir / RUN_FILE
     try:
         record = json.loads(run_file.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+    except FileNotFoundError:
         raise RunDirError(
             f"Run directory {run_dir} already exists and is not empty; refusing to "
             "overwrite a previous run. Pass a new --out, or move the old run away."
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunDirError(
+            f"{run_file} is damaged ({err}); it is always written whole, so it was changed "
+            "by hand or by a failing disk. Restore it, or choose a new --out."
         ) from None
     status = record.get("status")
     if status == "finished":
@@ -284,9 +318,13 @@ def _locked(run_dir: Path) -> Iterator[None]:
 
 
 class Checkpoints:
-    """The latest training states of a run: `ckpt-<iteration>.weights.h5` (model and
-    optimizer variables, the iteration count among them) and `checkpoint.json`, which
-    names the latest and is replaced only after its weights file is complete.
+    """The latest training states of a run: `ckpt-<iteration>.keras` (model and optimizer
+    variables, the iteration count among them) and `checkpoint.json`, which names the
+    latest with its sha256 and is replaced only after the file is complete.
+
+    A checkpoint is a `.keras` archive because Keras writes those through Python's file
+    I/O: a full disk is a clean OSError. (A `.weights.h5` is written by HDF5, which
+    crashed the process with a segmentation fault when the disk filled up.)
 
     `keep` states are kept (the newest this process saved or restored): multi-worker runs
     keep two, so that workers killed one checkpoint apart can agree on a common one.
@@ -300,7 +338,7 @@ class Checkpoints:
 
     @staticmethod
     def file_name(iterations: int) -> str:
-        return f"ckpt-{iterations:09d}.weights.h5"
+        return f"ckpt-{iterations:09d}.keras"
 
     def record(self, iterations: int) -> dict[str, Any]:
         epoch, batch = divmod(iterations, self.steps_per_epoch)
@@ -319,30 +357,59 @@ class Checkpoints:
             )
         return record
 
-    def save(self, model: keras.Model, iterations: int) -> None:
+    def save(self, model: keras.Model, iterations: int, train_seconds: float = 0.0) -> None:
         record = self.record(iterations)
-        with atomic_path(self.directory / record["file"], overwrite=True) as tmp:
-            model.save_weights(tmp, overwrite=True)
-        record["saved"] = datetime.datetime.now().isoformat(timespec="seconds")
-        write_text(self.directory / self.POINTER, json.dumps(record, indent=2) + "\n",
-                   overwrite=True)
+        try:
+            with atomic_path(self.directory / record["file"], overwrite=True) as tmp:
+                model.save(tmp, overwrite=True)
+                record["sha256"] = sha256_of(tmp)
+            record["saved"] = datetime.datetime.now().isoformat(timespec="seconds")
+            record["train_seconds"] = round(train_seconds, 2)
+            write_text(self.directory / self.POINTER, json.dumps(record, indent=2) + "\n",
+                       overwrite=True)
+        except OSError as err:
+            (self.directory / record["file"]).unlink(missing_ok=True)
+            previous = self.latest()
+            kept = (f"the previous checkpoint ({_position(previous)}) stays" if previous
+                    else "no checkpoint was kept")
+            raise RunWriteError(
+                f"Could not write the checkpoint of iteration {iterations} in "
+                f"{self.directory}: {err.strerror or err}; {kept}. Free some space (or fix the "
+                "directory), then run the same command again to resume."
+            ) from err
         self._kept = [*self._kept, record["file"]][-self.keep:]
-        for old in self.directory.glob("ckpt-*.weights.h5"):
+        for old in self.directory.glob("ckpt-*"):
             if old.name not in self._kept:  # older ones, or newer ones not agreed on
                 old.unlink(missing_ok=True)
 
     def restore(self, model: keras.Model, iterations: int) -> dict[str, Any]:
         """Loads the checkpoint of `iterations` into the compiled `model`; its record."""
         record = self.record(iterations)
+        latest = self.latest()
+        if latest and latest["iterations"] == iterations:
+            record = {**record, **latest}  # its file name, sha256 and training time
         path = self.directory / record["file"]
         if not path.is_file():
             raise RunDirError(
                 f"No checkpoint of iteration {iterations} in {self.directory} (the workers "
                 "agreed on it, but this one's were lost); choose a new --out."
             )
+        restart = (f"delete {self.directory} to train this run again from epoch 1, or choose "
+                   "a new --out")
+        if "sha256" in record and (actual := sha256_of(path)) != record["sha256"]:
+            raise RunDirError(
+                f"Checkpoint {path} is damaged: its sha256 is {actual}, but "
+                f"{self.POINTER} records {record['sha256']}; {restart}."
+            )
         if not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
-        model.load_weights(path)
+        try:
+            model.load_weights(path)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+            raise RunDirError(
+                f"Checkpoint {path} cannot be read ({type(err).__name__}: "
+                f"{' '.join(str(err).split())}); {restart}."
+            ) from None
         restored = _iterations(model)
         if restored != iterations:
             raise RunDirError(
@@ -385,6 +452,12 @@ class _RunMonitor(keras.callbacks.Callback):
         self.checkpoint_every = checkpoint_every
         self.failure: dict[str, Any] | None = None
         self.first_batch = 0  # of the first epoch of a fit() that resumes mid-epoch
+        # Training time of the whole run: before this process (from the checkpoint) + since.
+        self.seconds_before = 0.0
+        self.started = time.perf_counter()
+
+    def train_seconds(self) -> float:
+        return self.seconds_before + time.perf_counter() - self.started
 
     def on_train_batch_end(self, batch, logs=None):
         loss = _scalar((logs or {}).get("loss", 0.0))
@@ -396,7 +469,7 @@ class _RunMonitor(keras.callbacks.Callback):
             if iterations % self.checkpoint_every == 0 and (
                 iterations % self.checkpoints.steps_per_epoch
             ):  # epoch ends are saved by on_epoch_end, after validation
-                self.checkpoints.save(self.model, iterations)
+                self.checkpoints.save(self.model, iterations, self.train_seconds())
 
     def _fail(self, loss: float) -> None:
         iterations = _iterations(self.model)
@@ -431,7 +504,7 @@ class _RunMonitor(keras.callbacks.Callback):
         self.history.append(entry)
         write_text(self.run_dir / HISTORY_FILE, json.dumps(self.history, indent=2) + "\n",
                    overwrite=True)
-        self.checkpoints.save(self.model, _iterations(self.model))
+        self.checkpoints.save(self.model, _iterations(self.model), self.train_seconds())
 
 
 # --- train() ------------------------------------------------------------------------
@@ -538,6 +611,8 @@ def train(
     inspect_run_dir(run_dir, config, ignore)  # refuse before touching anything
     with _locked(run_dir):
         previous = inspect_run_dir(run_dir, config, ignore)
+        if previous is not None:
+            remove_temporary_files(run_dir)  # of the killed process; none is live (the lock)
         return _train_in(run_dir, base_dir, previous, config, data, strategy_, strategy_name,
                          role, checkpoint_every, verbose, gate_summaries)
 
@@ -576,6 +651,13 @@ def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name
         )
         model.optimizer.build(model.trainable_variables)  # its variables under the strategy
     latest = checkpoints.latest()
+    if previous is not None and latest is None and (run_dir / METRICS_FILE).is_file():
+        # Killed as it was finishing: the final files are complete (metrics.json comes last).
+        print(f"Finishing the interrupted run in {run_dir}: its final files are complete.",
+              flush=True)
+        run.setdefault("resumed", []).append({"at": _now(), "command": sys.argv,
+                                              "finished_only": True})
+        return _finish(run_dir, base_dir, run, checkpoints)
     start = latest["iterations"] if latest else 0
     if multi_worker:  # workers killed one checkpoint apart resume from the common one
         start = distribute.minimum_over_workers(strategy, start)
@@ -587,7 +669,11 @@ def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name
         if latest and latest["iterations"] != start:
             print(f"This worker's latest checkpoint is at iteration {latest['iterations']}, "
                   f"another worker's at {start}: all resume from {start}.", flush=True)
-        if restored:
+        if restored and first_epoch >= recipe["epochs"]:
+            print(f"Resuming the interrupted run in {run_dir} from its checkpoint "
+                  f"({_position(restored)}): all {recipe['epochs']} epochs are trained; "
+                  "writing the final files.", flush=True)
+        elif restored:
             print(f"Resuming the interrupted run in {run_dir} from its checkpoint "
                   f"({_position(restored)}): epoch {first_epoch + 1} of {recipe['epochs']} "
                   f"goes on after batch {skip}.", flush=True)
@@ -620,11 +706,12 @@ def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name
     test_ds = evaluation_batches(data.test)
     distribute.prepare_model(model, strategy, batches(0).element_spec)
     monitor = _RunMonitor(run_dir, checkpoints, history, checkpoint_every)
+    monitor.seconds_before = (restored or {}).get("train_seconds", 0.0)
     callbacks = [monitor]
     if gate_summaries and role.is_chief:  # one set of summaries per run
-        callbacks.append(GateSummaries(run_dir / "tensorboard", data.test,
-                                       final_epoch=recipe["epochs"]))
-    started = time.perf_counter()
+        # Before the checkpoint: an epoch whose checkpoint exists has its summaries.
+        callbacks.insert(0, GateSummaries(run_dir / "tensorboard", data.test,
+                                          final_epoch=recipe["epochs"]))
     # One fit() per epoch: each epoch's data order comes from its own seed.
     for epoch in range(first_epoch, recipe["epochs"]):
         skip_batches = skip if epoch == first_epoch else 0
@@ -635,7 +722,7 @@ def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name
         )
         if monitor.failure:
             break
-    train_seconds = time.perf_counter() - started
+    train_seconds = monitor.train_seconds()
     if monitor.failure:
         run.update(status=NON_FINITE, failure=monitor.failure, failed=_now())
         _write_run(run_dir, run)
@@ -654,15 +741,42 @@ def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name
     if previous is not None:  # final files of this same run, if it was killed finishing
         for leftover in (WEIGHTS_FILE, hash_path(WEIGHTS_FILE), MODEL_FILE, METRICS_FILE):
             (run_dir / leftover).unlink(missing_ok=True)
+    _check_space_for_final_files(run_dir, model, checkpoints)
     # The run directory is a preset: its model card shows what was measured and how.
     zoo.save(model, run_dir, metrics=metrics, training={
         "dataset": f"{config['dataset']['name']} ({config['dataset']['num_train']} train / "
                    f"{config['dataset']['num_test']} test; {config['dataset']['source']})",
         "recipe": recipe.get("name"), "seed": seed, "command": " ".join(run["command"]),
     })
-    if role.is_chief:
-        write_text(run_dir / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
+    # Written last (every worker: it marks its final files complete), then the checkpoint
+    # goes: a process killed in between finds metrics.json and only finishes.
+    write_text(run_dir / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
+    return _finish(run_dir, base_dir, run, checkpoints)
+
+
+def _finish(run_dir: Path, base_dir: Path, run: dict[str, Any],
+            checkpoints: Checkpoints) -> dict[str, Any]:
+    """Removes the checkpoints of a run whose final files are complete; marks it finished."""
+    metrics = json.loads((run_dir / METRICS_FILE).read_text(encoding="utf-8"))
+    checkpoints.remove()
     run.update(status="finished", finished=_now(), iterations=metrics["iterations"])
     _write_run(run_dir, run)
-    checkpoints.remove()
     return {**metrics, "run_dir": str(base_dir)}
+
+
+def _check_space_for_final_files(run_dir: Path, model: keras.Model,
+                                 checkpoints: Checkpoints) -> None:
+    """Refuses to start the final save without room for it: HDF5, which writes the final
+    weights (zoo.save), crashes the process (segmentation fault) when the disk fills up."""
+    # The weights, HDF5's few KB per variable, and the small files beside them.
+    needed = sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize + 4096
+                 for w in model.weights) + (256 << 10)
+    free = shutil.disk_usage(run_dir).free
+    if free < needed:
+        latest = checkpoints.latest()
+        kept = f"The last checkpoint ({_position(latest)}) stays" if latest else "Nothing is lost"
+        raise RunWriteError(
+            f"Not enough space in {run_dir} for the final weights: about {needed / 1e6:.2f} MB "
+            f"needed, {free / 1e6:.2f} MB free. {kept}: free some space, then run the same "
+            "command again to finish."
+        )

@@ -39,6 +39,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,17 @@ TMP_PREFIX = ".tmp-"
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _VERSION_DIR = re.compile(r"[0-9]+")
+# TF Serving reads version numbers as int64.
+MAX_VERSION = 2**63 - 1
+# Images per request: a request of 100,000 images to the exported conv net peaked at 20.9 GB.
+DEFAULT_MAX_BATCH = 1024
+BATCHING_CONFIG_FILE = "batching.config"
+# A version's temporary directory names its writer, so that a killed writer's can be removed.
+_TMP_DIR = re.compile(r"\.tmp-.*\+(?P<host>[^+]+)\+(?P<pid>[0-9]+)\+[0-9a-f]+")
+
+
+class ExportWriteError(OSError):
+    """A version could not be written (disk full, ...); nothing was exported."""
 
 
 def export(
@@ -66,6 +78,8 @@ def export(
     random_weights: bool = False,
     name: str | None = None,
     warmup: bool = True,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    batching_config: bool = False,
     format: str = "tf_saved_model",
     **overrides: Any,
 ) -> Path:
@@ -88,6 +102,11 @@ def export(
         format: "tf_saved_model", or "tflite" for one file `<name>/<version>.tflite` with
             the same signatures, numbered apart from the SavedModels, never overwritten, not
             listed in models.config (zoo/tflite.py; run it with `zoo.tflite.load`).
+        max_batch: the most images one request may hold; a larger request fails with an
+            error saying so (unbounded, one request of 100,000 images took 20.9 GB).
+        batching_config: also write `base_dir/batching.config`, TF Serving's batching
+            parameters with this `max_batch` (`--enable_batching
+            --batching_parameters_file=...`).
         **overrides: for a name only: architecture overrides, as for `zoo.load`.
 
     Returns:
@@ -104,6 +123,15 @@ def export(
         isinstance(version, bool) or not isinstance(version, numbers.Integral) or version < 1
     ):
         raise ValueError(f"version must be a positive integer. Received: version={version!r}")
+    if version is not None and version > MAX_VERSION:
+        raise ValueError(
+            f"version must be at most {MAX_VERSION}: TF Serving reads versions as int64. "
+            f"Received: version={version!r}"
+        )
+    if isinstance(max_batch, bool) or not isinstance(max_batch, numbers.Integral) or max_batch < 1:
+        raise ValueError(
+            f"max_batch must be a positive integer. Received: max_batch={max_batch!r}"
+        )
     version = None if version is None else int(version)
     if format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}. Received: format={format!r}")
@@ -124,26 +152,88 @@ def export(
     _writable_dir(base)
     previous_config = read_model_config(base)  # a broken config is refused before any work
     _writable_dir(model_dir)
+    remove_stale_temporary_dirs(model_dir)
     if version is not None:
         _refuse_existing(model_dir / str(version), name)
 
-    archive, signatures = _build_archive(model)
-    tmp = model_dir / f"{TMP_PREFIX}{name}-{secrets.token_hex(4)}"
+    archive, signatures = _build_archive(model, max_batch)
+    writer = f"{socket.gethostname()}+{os.getpid()}"
+    tmp = model_dir / f"{TMP_PREFIX}{name}+{writer}+{secrets.token_hex(4)}"
     tmp.mkdir(mode=0o755)
     try:
-        _write_archive(archive, tmp)
-        extra = tmp / ASSETS_EXTRA
-        extra.mkdir(exist_ok=True)
-        if warmup:
-            write_warmup_requests(extra / WARMUP_FILE, name, input_shape_of(model), signatures)
-        record = _provenance(model, name, weights_record, warmup)
-        (extra / METADATA_FILE).write_text(json.dumps(record, indent=2, default=str) + "\n")
+        try:
+            _write_archive(archive, tmp)
+            extra = tmp / ASSETS_EXTRA
+            extra.mkdir(exist_ok=True)
+            if warmup:
+                write_warmup_requests(extra / WARMUP_FILE, name, input_shape_of(model), signatures)
+            record = {**_provenance(model, name, weights_record, warmup), "max_batch": max_batch}
+            (extra / METADATA_FILE).write_text(json.dumps(record, indent=2, default=str) + "\n")
+        except Exception as err:
+            if not _is_out_of_space(err):
+                raise
+            raise ExportWriteError(
+                f"No space left on the device to write {name} under {model_dir}; nothing was "
+                "exported (its temporary directory is removed). Free some space and export again."
+            ) from err
         target = _rename_into_place(tmp, model_dir, version, name)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     write_model_config(base, previous_config)
+    if batching_config:
+        write_batching_config(base, max_batch)
     return target
+
+
+def _is_out_of_space(err: BaseException) -> bool:
+    """An ENOSPC, from Python (OSError) or from TensorFlow's file system (an OpError)."""
+    import errno
+
+    import tensorflow as tf
+
+    if isinstance(err, OSError):
+        return err.errno == errno.ENOSPC
+    # TensorFlow reports a failed write with the OS's message and no errno.
+    return isinstance(err, tf.errors.OpError) and os.strerror(errno.ENOSPC) in err.message
+
+
+def remove_stale_temporary_dirs(model_dir: Path) -> list[Path]:
+    """Removes the temporary version directories of exports on this machine that were killed
+    (their process is gone); returns them. Live exports' and other machines' stay."""
+    removed = []
+    for path in model_dir.glob(f"{TMP_PREFIX}*"):
+        match = _TMP_DIR.fullmatch(path.name)
+        if not (match and path.is_dir() and match["host"] == socket.gethostname()):
+            continue
+        try:
+            os.kill(int(match["pid"]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except PermissionError:
+            pass  # alive, another user's
+    return removed
+
+
+def write_batching_config(base_dir: str | os.PathLike, max_batch: int) -> Path:
+    """Writes TF Serving's batching parameters (a BatchingParameters text proto) beside
+    models.config: requests are batched up to `max_batch` images, larger ones refused."""
+    from zoo.weights import write_text
+
+    path = Path(base_dir) / BATCHING_CONFIG_FILE
+    write_text(
+        path,
+        "# BatchingParameters written by `highway-zoo export --batching-config`. Serve with:\n"
+        "#   tensorflow_model_server --enable_batching "
+        f"--batching_parameters_file={path.resolve()} ...\n"
+        f"max_batch_size {{ value: {max_batch} }}\n"
+        "batch_timeout_micros { value: 1000 }\n"
+        f"max_enqueued_batches {{ value: {max(1, 4096 // max_batch)} }}\n"
+        f"num_batch_threads {{ value: {os.cpu_count() or 1} }}\n",
+        overwrite=True,
+    )
+    return path
 
 
 # --- the model and its signatures -------------------------------------------------------------
@@ -215,8 +305,9 @@ def input_shape_of(model) -> tuple[int, ...]:
     return shape
 
 
-def _signature_fns(model) -> dict[str, Callable]:
-    """The endpoint functions, each taking `pixels` and returning a dict of named tensors."""
+def _signature_fns(model, max_batch: int | None = None) -> dict[str, Callable]:
+    """The endpoint functions, each taking `pixels` and returning a dict of named tensors;
+    with `max_batch`, a request of more images fails with an error saying so."""
     import keras
     import tensorflow as tf
 
@@ -241,7 +332,16 @@ def _signature_fns(model) -> dict[str, Callable]:
     def checked(pixels):
         # Without this a wrong-rank image reaches the oneDNN convolution, whose shape CHECK
         # aborts the whole process; EnsureShape fails the request with a clear error instead.
-        return tf.ensure_shape(pixels, shape)
+        pixels = tf.ensure_shape(pixels, shape)
+        if max_batch is None:
+            return pixels
+        within = tf.debugging.assert_less_equal(
+            tf.shape(pixels, out_type=tf.int64)[0], tf.constant(max_batch, tf.int64),
+            message=f"A request may hold at most {max_batch} images (this export's max batch); "
+            "split it, or export again with a larger --max-batch.",
+        )
+        with tf.control_dependencies([within]):
+            return tf.identity(pixels)
 
     def serving_default(pixels):
         out = heads(checked(pixels), training=False)
@@ -274,14 +374,14 @@ def _signature_fns(model) -> dict[str, Callable]:
     return fns
 
 
-def _build_archive(model):
+def _build_archive(model, max_batch: int | None = None):
     import keras
     import tensorflow as tf
 
     spec = [tf.TensorSpec([None, *input_shape_of(model)], tf.float32, name=INPUT_NAME)]
     archive = keras.export.ExportArchive()
     archive.track(model)
-    fns = _signature_fns(model)
+    fns = _signature_fns(model, max_batch)
     for endpoint, fn in fns.items():
         archive.add_endpoint(endpoint, fn, input_signature=spec)
     return archive, list(fns)
