@@ -41,6 +41,16 @@ def test_known_routes_are_recovered():
     assert result["contingency"].sum() == len(labels)
 
 
+def test_layer_nmi_finds_the_layers_that_route_by_class():
+    from zoo.analysis.routing import layer_nmi
+
+    patterns, labels = _synthetic(structured=True, layers=3)
+    noise = np.random.default_rng(1).uniform(0, 1, patterns.shape[:1] + patterns.shape[2:])
+    patterns[:, 1] = noise  # layer 2 ignores the class
+    nmi = layer_nmi(patterns, labels, [6, 6, 6], num_classes=3)
+    assert nmi[0] > 0.99 and nmi[2] > 0.99 and nmi[1] < 0.05
+
+
 def test_patterns_without_structure_say_nothing_about_the_classes():
     patterns, labels = _synthetic(structured=False)
     result = cluster_routes(patterns, labels, k_range=(2, 6))
@@ -91,6 +101,7 @@ def test_report_on_a_stacked_net(tmp_path):
     assert written["k"] == report["k"] in (2, 3, 4)
     assert len(written["class_routes"]) == 10 and written["pixel_baseline"]["k"] in (2, 3, 4)
     assert sum(written["cluster_sizes"]) == 60
+    assert len(written["layer_nmi"]) == 3 and all(0 <= v <= 1 for v in written["layer_nmi"])
     png = (tmp_path / "routing.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 

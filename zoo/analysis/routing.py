@@ -162,6 +162,17 @@ def cluster_routes(patterns: np.ndarray, labels: np.ndarray, *,
     }
 
 
+def layer_nmi(patterns: np.ndarray, labels: np.ndarray, units: list[int], num_classes: int,
+              seed: int = 0) -> list[float]:
+    """Per layer, NMI between the classes and k-means (k = the number of classes) on that
+    layer's T alone: where in depth routing starts to follow the classes."""
+    from sklearn.metrics import normalized_mutual_info_score
+
+    return [float(normalized_mutual_info_score(
+        labels, _kmeans(np.asarray(patterns[:, i, :u], np.float64), num_classes, seed).labels_))
+        for i, u in enumerate(units)]
+
+
 def shared_routes(result: dict[str, Any], top: int = 5) -> list[dict[str, Any]]:
     """The `top` pairs of distinct classes whose examples spread over the clusters most alike."""
     overlap = result["overlap"]
@@ -180,7 +191,15 @@ def plot_routing(result: dict[str, Any], baseline: dict[str, Any] | None, layers
 
     from training.demo import save_figure
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 10))
+    fig, axes = plt.subplots(2, 3 if "layer_nmi" in result else 2,
+                             figsize=(19 if "layer_nmi" in result else 13, 10))
+    if "layer_nmi" in result:
+        ax = axes[0, 2]
+        ax.plot(range(1, len(layers) + 1), result["layer_nmi"], "o-", ms=3)
+        ax.set(xlabel="highway layer", ylabel="NMI with classes", ylim=(0, 1),
+               title="each layer's T alone, k-means with k = classes")
+        ax.grid(alpha=0.3)
+        axes[1, 2].axis("off")
     ax = axes[0, 0]
     ks = [row["k"] for row in result["by_k"]]
     ax.plot(ks, [row["silhouette"] for row in result["by_k"]], "o-", label="silhouette (T)")
@@ -253,6 +272,8 @@ def routing_report(model: keras.Model, images: np.ndarray, labels: np.ndarray,
           f"{k_range[1]} ...", flush=True)
     result = cluster_routes(patterns, labels, k_range=k_range, num_classes=num_classes,
                             seed=seed)
+    print("Clustering each layer's T alone ...", flush=True)
+    result["layer_nmi"] = layer_nmi(patterns, labels, units, num_classes, seed)
     print("Clustering the raw pixels (reference) ...", flush=True)
     pixels = np.asarray(images, np.float64).reshape(len(images), 1, -1)
     baseline = cluster_routes(pixels, labels, k_range=k_range, num_classes=num_classes,
@@ -269,7 +290,7 @@ def routing_report(model: keras.Model, images: np.ndarray, labels: np.ndarray,
         **{key: result[key] for key in (
             "k", "k_criterion", "k_range", "features", "silhouette", "purity", "nmi", "ari",
             "nmi_at_classes", "purity_at_classes", "by_k", "cluster_sizes", "contingency",
-            "overlap", "cluster_mean_t", "class_mean_t")},
+            "overlap", "cluster_mean_t", "class_mean_t", "layer_nmi")},
         "class_routes": [
             {"class": c, "main_cluster": int(np.argmax(spread[c])),
              "share": round(float(spread[c].max()), 4)} for c in range(len(spread))],
