@@ -11,11 +11,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from places import small_disk
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from test_training import separable_digits
 
 import zoo
 from training import cli
+from training.trainer import RunDirError, train
 
 HERE = Path(__file__).parent
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow",
@@ -66,6 +69,9 @@ def test_a_run_killed_at_every_phase_boundary_ends_as_one_never_stopped(tmp_path
         assert _read(run_dir / "run.json")["status"] == "running", boundary
         if resumes_from is not None:
             assert _read(pointer)["iterations"] == resumes_from, boundary
+        if boundary == "during-final-save":  # resumed after the last epoch's checkpoint
+            assert ("(end of epoch 3, iteration 60): all 3 epochs are trained; writing the "
+                    "final files.") in killed.stdout
     resumed = subprocess.run([sys.executable, "-m", "training.cli", *command], env=ENV,
                              capture_output=True, text=True, timeout=TIMEOUT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -217,3 +223,13 @@ def test_a_disk_too_full_for_the_final_weights_is_refused_before_hdf5_writes(tmp
         assert finished.returncode == 0, finished.stderr[-3000:]
         assert _read(run_dir / "run.json")["status"] == "finished"
         assert not (run_dir / "checkpoint").exists()
+
+
+def test_a_damaged_run_json_is_named_as_such(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text('{"status": "running", "seed"')
+    with pytest.raises(RunDirError, match=f"{run_dir / 'run.json'} is damaged"):
+        train("highway_fc10_mnist", dataset=separable_digits(64, 32), depth=2, epochs=1,
+              out=run_dir, verbose=0)
+    assert (run_dir / "run.json").read_text() == '{"status": "running", "seed"'

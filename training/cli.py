@@ -318,9 +318,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args) or 0
     except KeyboardInterrupt as interrupt:
         then = RESUMABLE.get(args.command)
-        hint = (f"run the same command again to resume ({then})." if then
-                else "nothing was completed.")
-        print(f"{prog}: interrupted; {hint}", file=sys.stderr)
+        hint = f"; run the same command again to resume ({then})" if then else ""
+        print(f"{prog}: interrupted{hint}.", file=sys.stderr)
         return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
     except Exception as err:
         code = _exit_code(err)
