@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from zoo_cases import one_per_family
 
 import zoo
 from layers import GlobalContrastNormalization, HighwayConv2D, HighwayDense, HighwayStack
@@ -83,21 +84,8 @@ def test_every_layer_trains_and_predicts_under_mixed_precision(case, policy):
         assert np.all(np.isfinite(np.asarray(g_kernel)))
 
 
-def _one_per_family():
-    """The smallest registered model of each family, and the stacked form of the FC nets."""
-    smallest = {}
-    for name in zoo.list_models():
-        info = zoo.describe(name)
-        family = info["family"]
-        if family not in smallest or info["params"] < smallest[family][1]:
-            smallest[family] = (name, info["params"])
-    cases = [(name, {}) for name, _ in sorted(smallest.values())]
-    stackable = [name for name, _ in cases if "stacked" in zoo.describe(name)["overridable"]]
-    return cases + [(name, {"stacked": True}) for name in stackable]
-
-
 @pytest.mark.parametrize(
-    "name, overrides", _one_per_family(),
+    "name, overrides", one_per_family(),
     ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={v}" for k, v in v.items()),
 )
 def test_a_zoo_model_of_every_family_trains_and_predicts_under_mixed_precision(

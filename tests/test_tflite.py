@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from zoo_cases import one_per_family
 
 import zoo
 import zoo.tflite
@@ -14,20 +15,8 @@ from training.cli import main
 FC = "highway_fc10_mnist"
 
 
-def _one_per_family():
-    """The smallest registered model of each family, and the stacked form of the FC nets."""
-    smallest = {}
-    for name in zoo.list_models():
-        info = zoo.describe(name)
-        if info["family"] not in smallest or info["params"] < smallest[info["family"]][1]:
-            smallest[info["family"]] = (name, info["params"])
-    cases = [(name, {}) for name, _ in sorted(smallest.values())]
-    stackable = [name for name, _ in cases if "stacked" in zoo.describe(name)["overridable"]]
-    return cases + [(name, {"stacked": True}) for name in stackable]
-
-
-MODELS = _one_per_family()
-IDS = [name + ("-stacked" if overrides else "") for name, overrides in MODELS]
+MODELS = one_per_family()
+IDS = [name + ("-stacked" if overrides.get("stacked") else "") for name, overrides in MODELS]
 
 
 def _pixels(shape, n=3, seed=0):
@@ -73,7 +62,7 @@ def test_every_tflite_signature_equals_the_saved_models(name, overrides, tmp_pat
                 np.testing.assert_array_equal(got[key], got["probabilities"].argmax(axis=-1))
             else:
                 _close(got[key], value, f"{signature}/{key}")
-    if overrides:  # the stack's gates: one output per layer, named as in the per-layer net
+    if overrides.get("stacked"):  # the stack's gates: one output per layer, per-layer names
         gates = lite(x, signature="gates")
         names = model.get_layer("highway_stack").layer_names()  # highway_1, ...
         assert sorted(gates) == sorted(names)

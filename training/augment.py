@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-AUGMENTATIONS = ("none", "pad_crop_flip")
+AUGMENTATIONS = ("none", "pad_crop_flip", "pad4_crop_flip", "random_resized_crop_flip")
 PAD = 8
 
 
@@ -51,10 +51,34 @@ def pad_crop_flip(image: tf.Tensor, seed: tf.Tensor, pad: int = PAD) -> tf.Tenso
     return tf.image.stateless_random_flip_left_right(cropped, seed=flip_seed)
 
 
+def random_resized_crop_flip(image: tf.Tensor, seed: tf.Tensor,
+                             area=(0.08, 1.0), aspect=(3 / 4, 4 / 3)) -> tf.Tensor:
+    """The ResNet/Inception training crop: a random box of 8-100% of the image's area and
+    aspect ratio 3/4-4/3, resized back to the image's size, flipped at random.
+
+    Returns a float32 image of the input's shape (the data pipeline makes it 224x224 first).
+    """
+    image = tf.cast(image, tf.float32)
+    box_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        tf.shape(image), bounding_boxes=tf.zeros([1, 0, 4]), seed=box_seed,
+        area_range=area, aspect_ratio_range=aspect, use_image_if_no_bounding_boxes=True,
+        min_object_covered=0.0, max_attempts=10)
+    crop = tf.slice(image, begin, size)
+    resized = tf.image.resize(crop, tf.shape(image)[:2], method="bilinear")
+    return tf.image.stateless_random_flip_left_right(resized, seed=flip_seed)
+
+
 def get(name: str) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor] | None:
     """The augmentation `name` as `f(image, seed) -> image`; None for "none"."""
     if name not in AUGMENTATIONS:
         raise ValueError(
             f"Unknown augmentation {name!r}; choose from {', '.join(AUGMENTATIONS)}."
         )
-    return None if name == "none" else pad_crop_flip
+    return {
+        "none": None,
+        "pad_crop_flip": pad_crop_flip,
+        # The 2025 BN CIFAR comparison's crop: 4 pixels of padding, not the 2015 paper's 8.
+        "pad4_crop_flip": lambda image, seed: pad_crop_flip(image, seed, pad=4),
+        "random_resized_crop_flip": random_resized_crop_flip,
+    }[name]

@@ -15,7 +15,14 @@
 from __future__ import annotations
 
 # Importing the family modules registers their architectures.
-from zoo import conv_nets, fashion_mnist, fc_nets, pretrained  # noqa: F401
+from zoo import (  # noqa: F401
+    bn_cifar_nets,
+    conv_nets,
+    fashion_mnist,
+    fc_nets,
+    imagenet_nets,
+    pretrained,
+)
 from zoo.export import export
 from zoo.loading import WeightsMismatchError, load
 from zoo.model import HighwayZooModel

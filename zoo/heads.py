@@ -11,7 +11,21 @@ PREPROCESSING = {
     "scale": "pixels / 255",
     "caffe_scale": "pixels x 0.00390625 (= 1/256, as the Caffe data layer)",
     "gcn": "per-image global contrast normalisation",
+    "imagenet_caffe": "RGB -> BGR minus the ImageNet channel means (keras.applications' "
+    "'caffe' mode, as ResNet50's preprocess_input)",
 }
+
+
+@keras.saving.register_keras_serializable(package="highway_zoo")
+class CaffeImageNetPreprocessing(keras.layers.Layer):
+    """`keras.applications.resnet50.preprocess_input` as a layer: RGB pixels 0-255 in, BGR
+    minus the ImageNet mean of each channel out (the order of Caffe-trained ResNets)."""
+
+    MEAN_BGR = (103.939, 116.779, 123.68)
+
+    def call(self, inputs):
+        bgr = keras.ops.flip(inputs, axis=-1)
+        return bgr - keras.ops.convert_to_tensor(self.MEAN_BGR, dtype=bgr.dtype)
 
 
 def image_input(input_shape, preprocessing: str):
@@ -23,6 +37,8 @@ def image_input(input_shape, preprocessing: str):
         x = keras.layers.Rescaling(1.0 / 256.0, name="rescale")(inputs)
     elif preprocessing == "gcn":
         x = GlobalContrastNormalization(name="gcn")(inputs)
+    elif preprocessing == "imagenet_caffe":
+        x = CaffeImageNetPreprocessing(name="preprocessing")(inputs)
     else:
         raise ValueError(
             f"Unknown preprocessing {preprocessing!r}; expected one of "

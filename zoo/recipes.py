@@ -90,6 +90,52 @@ RECIPES = {
     },
 }
 
+RECIPES["resnet_imagenet"] = {
+    "source": (
+        "He et al. 2015 §3.4, the recipe Greff et al. 2017 §5.1 used for all three nets: SGD "
+        "with momentum 0.9, weight decay 1e-4, batch 256, lr 0.1 divided by 10 'when the error "
+        "plateaus' (epochs 30, 60 and 90 here, the usual fixed version), up to 60e4 "
+        "iterations (120 epochs of 1.28M images), scale and aspect augmentation and flips "
+        "(random-resized crops here)"
+    ),
+    "optimizer": "sgd",
+    "momentum": 0.9,
+    "nesterov": False,
+    "learning_rate": 0.1,
+    "lr_boundaries_epochs": [30, 60, 90],
+    "lr_decay": 0.1,
+    "batch_size": 256,
+    "epochs": 120,
+    "weight_decay": 1e-4,
+    "classifier_weight_decay_mult": 1.0,
+    "bias_lr_mult": 1.0,
+    "global_clipnorm": None,
+    "augmentation": "random_resized_crop_flip",
+    "authors_seed": None,
+}
+
+RECIPES["sgd_cifar_bn"] = {
+    "source": (
+        "CODE: flukeskywalker/highway-resnet-comparison trainer.py (after Idelbayev's "
+        "ResNet-CIFAR trainer): SGD momentum 0.9, weight decay 1e-4, lr 0.1, batch 128, "
+        "200 epochs, /10 at epochs 100 and 150, 4-pixel pad-and-crop and flips"
+    ),
+    "optimizer": "sgd",
+    "momentum": 0.9,
+    "nesterov": False,
+    "learning_rate": 0.1,
+    "lr_boundaries_epochs": [100, 150],
+    "lr_decay": 0.1,
+    "batch_size": 128,
+    "epochs": 200,
+    "weight_decay": 1e-4,
+    "classifier_weight_decay_mult": 1.0,
+    "bias_lr_mult": 1.0,
+    "global_clipnorm": None,
+    "augmentation": "pad4_crop_flip",
+    "authors_seed": None,
+}
+
 _QUICK_PURPOSE = (
     "Checks that a set-up trains end to end (the loss falls within the first epoch, the "
     "run directory is complete) in minutes on a CPU on MNIST-sized data. Not for "
@@ -133,6 +179,25 @@ RECIPES.update({
         "batch_size": 100,
         "epochs": 2,
     },
+    "resnet_imagenet_quick": {
+        **_QUICK,
+        "source": "quick version of resnet_imagenet",
+        "paper_recipe": "resnet_imagenet",
+        "purpose": _QUICK_PURPOSE + " Not measured (no ImageNet here): a setup check on a "
+        "few batches of your own data.",
+        "learning_rate": 1e-3,
+        "batch_size": 32,
+        "epochs": 1,
+    },
+    "sgd_cifar_bn_quick": {
+        **_QUICK,
+        "source": "quick version of sgd_cifar_bn",
+        "paper_recipe": "sgd_cifar_bn",
+        "purpose": _QUICK_PURPOSE + " Not measured (no CIFAR here).",
+        "learning_rate": 1e-3,
+        "batch_size": 128,
+        "epochs": 2,
+    },
     "adam_fc_quick": {
         **RECIPES["adam_fc"],
         "source": "quick version of adam_fc",
@@ -147,4 +212,6 @@ QUICK_RECIPES = {
     "caffe_mnist_conv": "caffe_mnist_conv_quick",
     "caffe_cifar": "caffe_cifar_quick",
     "adam_fc": "adam_fc_quick",
+    "resnet_imagenet": "resnet_imagenet_quick",
+    "sgd_cifar_bn": "sgd_cifar_bn_quick",
 }

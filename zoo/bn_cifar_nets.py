@@ -1,0 +1,154 @@
+"""110-layer batch-normalised CIFAR nets: the highway net of the first author's 2025
+comparison beside its residual twin, ResNet-110 (He et al. 2015, §4.2), by one builder.
+
+Spec §10, after `flukeskywalker/highway-resnet-comparison` (`resnet.py`): a 3x3 conv of 16
+filters, BN, ReLU; 3 stages of 18 blocks at widths 16/32/64 (x `width_multiplier`; strides
+1, 2, 2); global average pooling; a 10-way classifier. Convolutions have no bias (BN follows
+each). A block:
+
+- ``"highway"``: H = Conv3x3-BN-ReLU-Conv3x3-BN-ReLU, T = Conv3x3-BN-ReLU-Conv3x3-BN-sigmoid
+  with the last gate BN's beta (the gate's bias) starting at -6, y = s(x) + T (H - s(x));
+- ``"residual"``: y = ReLU(Conv3x3-BN-ReLU-Conv3x3-BN(x) + s(x)), ResNet's basic block;
+
+with s(x) the identity, or, where the shape changes, a strided 1x1 conv + BN
+(``shortcut="projection"``, the highway net's) or the parameter-free ``"zero_pad"`` shortcut
+of ResNet's CIFAR nets (every other pixel, channels zero-padded: option A).
+"""
+
+from __future__ import annotations
+
+import keras
+
+from zoo.heads import check_input_shape, classifier, feature_info, features, image_input
+from zoo.registry import register, register_family
+
+_WIDTHS, _STRIDES = (16, 32, 64), (1, 2, 2)
+_EPSILON = 1e-5  # PyTorch's BatchNorm2d default, as the reference code
+_MOMENTUM = 0.9  # PyTorch's momentum 0.1 in Keras's convention
+_HE = {"class_name": "VarianceScaling",  # torch.nn.init.kaiming_normal_
+       "config": {"scale": 2.0, "mode": "fan_in", "distribution": "untruncated_normal"}}
+
+
+def _conv_bn(x, filters, stride, name, kernel=3, beta=0.0):
+    x = keras.layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False,
+                            kernel_initializer=keras.initializers.get(_HE),
+                            name=f"{name}_conv")(x)
+    return keras.layers.BatchNormalization(
+        epsilon=_EPSILON, momentum=_MOMENTUM,
+        beta_initializer=keras.initializers.Constant(beta), name=f"{name}_bn")(x)
+
+
+def _shortcut(x, width, stride, name, kind):
+    if stride == 1 and x.shape[-1] == width:
+        return x
+    if kind == "projection":
+        return _conv_bn(x, width, stride, f"{name}_shortcut", kernel=1)
+    extra = width - x.shape[-1]
+    if stride != 2 or extra < 0 or extra % 2:
+        raise ValueError(f"The zero_pad shortcut needs stride 2 and an even number of new "
+                         f"channels; {name} has stride {stride}, {x.shape[-1]} -> {width}. "
+                         "Use shortcut='projection'.")
+
+    def subsample_and_pad(t):  # ResNet's option A: x[:, ::2, ::2], channels padded with 0
+        return keras.ops.pad(t[:, ::2, ::2, :], [[0, 0], [0, 0], [0, 0],
+                                                 [extra // 2, extra // 2]])
+
+    return keras.layers.Lambda(subsample_and_pad, name=f"{name}_shortcut")(x)
+
+
+def _block(x, width, stride, name, variant, shortcut, gate_beta):
+    s = _shortcut(x, width, stride, name, shortcut)
+    h = keras.layers.Activation("relu", name=f"{name}_1_relu")(
+        _conv_bn(x, width, stride, f"{name}_1"))
+    h = _conv_bn(h, width, 1, f"{name}_2")
+    if variant == "residual":
+        y = keras.layers.Add(name=f"{name}_add")([s, h])
+        return keras.layers.Activation("relu", name=f"{name}_out")(y)
+    h = keras.layers.Activation("relu", name=f"{name}_2_relu")(h)
+    t = keras.layers.Activation("relu", name=f"{name}_gate1_relu")(
+        _conv_bn(x, width, stride, f"{name}_gate1"))
+    t = _conv_bn(t, width, 1, f"{name}_gate2", beta=gate_beta)
+    t = keras.layers.Activation("sigmoid", name=f"{name}_transform_gate")(t)
+    change = keras.layers.Subtract(name=f"{name}_h_minus_s")([h, s])
+    gated = keras.layers.Multiply(name=f"{name}_gated")([t, change])
+    return keras.layers.Add(name=f"{name}_out")([s, gated])
+
+
+def _stage_widths(width_multiplier):
+    return [int(w * width_multiplier) for w in _WIDTHS]  # the reference code truncates
+
+
+def _bn_cifar_features(args):
+    size = [None if d is None else -(-d // 4) for d in args["input_shape"][:2]]
+    last = f"stage3_block{args['blocks_per_stage']}_out"
+    return feature_info(last, (*size, _stage_widths(args["width_multiplier"])[-1]), True)
+
+
+@register_family("bn_cifar", ("variant", "blocks_per_stage", "width_multiplier", "shortcut",
+                              "gate_beta", "input_shape"), features=_bn_cifar_features)
+def bn_cifar(
+    *, input_shape, preprocessing, variant, blocks_per_stage, width_multiplier, shortcut,
+    gate_beta, classes, classifier_activation="softmax", include_top=True, pooling=None,
+):
+    """See the module docstring."""
+    if variant not in ("highway", "residual"):
+        raise ValueError("variant must be 'highway' or 'residual' for the BN CIFAR nets. "
+                         f"Received: variant={variant!r}")
+    if shortcut not in ("projection", "zero_pad"):
+        raise ValueError("shortcut must be 'projection' or 'zero_pad'. "
+                         f"Received: shortcut={shortcut!r}")
+    input_shape = check_input_shape(input_shape, 4)
+    inputs, x = image_input(input_shape, preprocessing)
+    x = keras.layers.Activation("relu", name="stem_relu")(_conv_bn(x, 16, 1, "stem"))
+    for s, (width, stride) in enumerate(zip(_stage_widths(width_multiplier), _STRIDES),
+                                        start=1):
+        for b in range(1, blocks_per_stage + 1):
+            x = _block(x, width, stride if b == 1 else 1, f"stage{s}_block{b}", variant,
+                       shortcut, gate_beta)
+    if not include_top:
+        return inputs, features(x, pooling)
+    x = keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
+    return inputs, classifier(x, classes, classifier_activation, keras.initializers.get(_HE))
+
+
+_COMMON = dict(
+    dataset="cifar10",
+    recipe="sgd_cifar_bn",
+    paper_metric="test accuracy %, final epoch, one run (the repository's logs)",
+    preprocessing="per-image global contrast normalisation (the zoo's CIFAR input; the "
+    "reference code normalises each channel with fixed constants)",
+    provenance="CODE",
+)
+register(
+    "highway110_bn_cifar10",
+    "bn_cifar",
+    dict(input_shape=(32, 32, 3), preprocessing="gcn", variant="highway", blocks_per_stage=18,
+         width_multiplier=0.875, shortcut="projection", gate_beta=-6.0, classes=10),
+    description="110-layer batch-normalised highway net for CIFAR-10 (Srivastava 2025, "
+    "'Weighted skip connections are not harmful'): 3 stages x 18 highway blocks at widths "
+    "14/28/56, conv gates with BN beta -6, projection shortcuts.",
+    paper="flukeskywalker/highway-resnet-comparison (2025), resnet.py highway110(wm=0.875)",
+    params=2_664_258,
+    paper_params=None,
+    paper_accuracy=93.96,
+    default_transform_bias=-6.0,
+    reconstructed="Only the preprocessing differs from the reference code (GCN here).",
+    **_COMMON,
+)
+register(
+    "resnet110_cifar10",
+    "bn_cifar",
+    dict(input_shape=(32, 32, 3), preprocessing="gcn", variant="residual",
+         blocks_per_stage=18, width_multiplier=1.0, shortcut="zero_pad", gate_beta=0.0,
+         classes=10),
+    description="ResNet-110 for CIFAR-10 (He et al. 2015, §4.2), the residual twin of "
+    "highway110_bn_cifar10: 3 stages x 18 basic blocks at widths 16/32/64, parameter-free "
+    "zero-padding shortcuts.",
+    paper="He et al. 2015 §4.2; flukeskywalker/highway-resnet-comparison resnet110()",
+    params=1_736_058,
+    paper_params="1.7M",
+    paper_accuracy=None,
+    default_transform_bias=None,
+    reconstructed="Only the preprocessing differs from the reference code (GCN here).",
+    **_COMMON,
+)

@@ -1,0 +1,177 @@
+"""50-layer bottleneck nets for ImageNet: Greff et al. 2017's Highway and Highway-Full beside
+their residual twin, ResNet-50 (He et al. 2015), built by one family builder.
+
+Layout (spec §10; keras.applications.ResNet50's, layer names included): a 7x7/2 conv, BN,
+ReLU and a 3x3/2 max pool, then 3, 4, 6 and 3 bottleneck blocks in four stages, global
+average pooling and a 1000-way classifier. Every convolution is followed by batch
+normalisation. A block's branch H is Conv1x1-BN-ReLU-Conv3x3-BN-ReLU-Conv1x1-BN (the stride on
+the first 1x1, as ResNet v1) and its shortcut s(x) is the identity, or a strided 1x1 conv + BN
+where the shape changes (each stage's first block). The variants combine them:
+
+- ``"residual"``: y = ReLU(s(x) + H(x)): ResNet-50 itself;
+- ``"highway"``: y = ReLU(s(x) + T(x) (H(x) - s(x))), the coupled highway form, T a second
+  branch like H with its own weights ending in a sigmoid (the same receptive fields and
+  parameter count as H: the paper's point that 1x1 gates made training unstable), its last
+  BN's beta, the gate's bias, starting at -1;
+- ``"highway_full"``: as ``"highway"`` with a third ReLU ending H.
+
+The ReLU after the combination is ResNet's, kept for the highway nets (RECON: the paper says
+only that they follow ResNet's design). H and T together double a block's parameters, and
+the paper reduced the feature maps to stay close to ResNet-50's count without saying how;
+here every block width is multiplied by one factor (`width_multiplier`, 0.735, rounded to
+whole channels), which brings both highway nets within 1% of ResNet-50's 25,636,712.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from zoo.heads import check_input_shape, classifier, feature_info, features, image_input
+from zoo.registry import register, register_family
+
+_STAGES = [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]  # (width, blocks, stride)
+_BLOCKS = [blocks for _, blocks, _ in _STAGES]  # 50 layers; (3, 4, 23, 3) would be 101
+_EXPANSION = 4  # a bottleneck's output has 4x its inner width
+_EPSILON = 1.001e-5  # keras.applications.ResNet50's
+VARIANTS = ("residual", "highway", "highway_full")
+HIGHWAY_WIDTH_MULTIPLIER = 0.735
+
+
+def _widths(width_multiplier):
+    return [max(1, round(w * width_multiplier)) for w, _, _ in _STAGES]
+
+
+def _conv_bn(x, filters, kernel, stride, name, beta=0.0):
+    x = keras.layers.Conv2D(filters, kernel, strides=stride,
+                            padding="same" if kernel > 1 else "valid", name=f"{name}_conv")(x)
+    return keras.layers.BatchNormalization(
+        axis=3, epsilon=_EPSILON, beta_initializer=keras.initializers.Constant(beta),
+        name=f"{name}_bn")(x)
+
+
+def _branch(x, width, stride, name, suffix="", final_relu=False, beta=0.0):
+    """Conv1x1-BN-ReLU-Conv3x3-BN-ReLU-Conv1x1-BN (the last BN's beta starts at `beta`)."""
+    x = _conv_bn(x, width, 1, stride, f"{name}_1{suffix}")
+    x = keras.layers.Activation("relu", name=f"{name}_1{suffix}_relu")(x)
+    x = _conv_bn(x, width, 3, 1, f"{name}_2{suffix}")
+    x = keras.layers.Activation("relu", name=f"{name}_2{suffix}_relu")(x)
+    x = _conv_bn(x, _EXPANSION * width, 1, 1, f"{name}_3{suffix}", beta=beta)
+    if final_relu:
+        x = keras.layers.Activation("relu", name=f"{name}_3{suffix}_relu")(x)
+    return x
+
+
+def _block(x, width, stride, name, variant, transform_bias, first):
+    if first:
+        shortcut = _conv_bn(x, _EXPANSION * width, 1, stride, f"{name}_0")
+    else:
+        shortcut = x
+    h = _branch(x, width, stride, name, final_relu=variant == "highway_full")
+    if variant == "residual":
+        y = keras.layers.Add(name=f"{name}_add")([shortcut, h])
+    else:
+        t = _branch(x, width, stride, name, suffix="_gate", beta=transform_bias)
+        t = keras.layers.Activation("sigmoid", name=f"{name}_transform_gate")(t)
+        # y = s + T (H - s): the coupled highway combination.
+        change = keras.layers.Subtract(name=f"{name}_h_minus_s")([h, shortcut])
+        gated = keras.layers.Multiply(name=f"{name}_gated")([t, change])
+        y = keras.layers.Add(name=f"{name}_add")([shortcut, gated])
+    return keras.layers.Activation("relu", name=f"{name}_out")(y)
+
+
+def _imagenet_features(args):
+    """conv1 (7x7/2, pad 3), the max pool (3x3/2, pad 1) and three strided stages each take
+    a size d to ceil(d / 2): 224 -> 7."""
+    size = list(args["input_shape"][:2])
+    for _ in range(5):
+        size = [None if d is None else -(-d // 2) for d in size]
+    last = f"conv5_block{args['stage_blocks'][-1]}_out"
+    return feature_info(last, (*size, _EXPANSION * _widths(args["width_multiplier"])[-1]), True)
+
+
+@register_family("bottleneck_imagenet",
+                 ("variant", "transform_bias", "width_multiplier", "stage_blocks",
+                  "input_shape"),
+                 features=_imagenet_features)
+def bottleneck_imagenet(
+    *, input_shape, variant, transform_bias, width_multiplier, stage_blocks, classes,
+    classifier_activation="softmax", include_top=True, pooling=None,
+):
+    """ResNet-50's layout with residual or highway blocks (see the module docstring)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS} for the ImageNet nets. "
+                         f"Received: variant={variant!r}")
+    input_shape = check_input_shape(input_shape, 32)
+    inputs, x = image_input(input_shape, "imagenet_caffe")
+    x = keras.layers.ZeroPadding2D(3, name="conv1_pad")(x)
+    x = keras.layers.Conv2D(64, 7, strides=2, name="conv1_conv")(x)
+    x = keras.layers.BatchNormalization(axis=3, epsilon=_EPSILON, name="conv1_bn")(x)
+    x = keras.layers.Activation("relu", name="conv1_relu")(x)
+    x = keras.layers.ZeroPadding2D(1, name="pool1_pad")(x)
+    x = keras.layers.MaxPooling2D(3, strides=2, name="pool1_pool")(x)
+    if len(stage_blocks) != len(_STAGES) or min(stage_blocks) < 1:
+        raise ValueError(f"stage_blocks takes {len(_STAGES)} positive block counts, e.g. "
+                         f"{tuple(_BLOCKS)}. Received: stage_blocks={stage_blocks!r}")
+    for s, (width, blocks, (_, _, stride)) in enumerate(
+            zip(_widths(width_multiplier), stage_blocks, _STAGES), start=2):
+        for b in range(1, blocks + 1):
+            x = _block(x, width, stride if b == 1 else 1, f"conv{s}_block{b}", variant,
+                       transform_bias, first=b == 1)
+    if not include_top:
+        return inputs, features(x, pooling)
+    x = keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
+    return inputs, classifier(x, classes, classifier_activation)
+
+
+_COMMON = dict(
+    dataset="imagenet2012",
+    recipe="resnet_imagenet",
+    paper_metric="top-5 error %, mean ± std of 3 runs, with batch normalisation (Table 1b)",
+    preprocessing="RGB -> BGR, minus the ImageNet mean per channel (keras.applications' "
+    "'caffe' mode, as ResNet50)",
+)
+register(
+    "resnet50_imagenet",
+    "bottleneck_imagenet",
+    dict(input_shape=(224, 224, 3), variant="residual", transform_bias=None,
+         width_multiplier=1.0, stage_blocks=_BLOCKS, classes=1000),
+    description="ResNet-50 (He et al. 2015), the residual twin of the 50-layer highway nets: "
+    "keras.applications.ResNet50's layers, names and parameter count.",
+    paper="Greff et al. 2017, §5.1 and Table 1b (He et al. 2015's ResNet-50)",
+    params=25_636_712,
+    paper_params="ResNet-50",
+    paper_accuracy=None,
+    paper_top5_error=7.17,
+    default_transform_bias=None,
+    provenance="CODE",
+    reconstructed="",
+    **_COMMON,
+)
+for _name, _variant, _error, _what in [
+    ("highway50_imagenet", "highway", 7.53, "H = Conv-BN-ReLU-Conv-BN-ReLU-Conv-BN"),
+    ("highway_full50_imagenet", "highway_full", 7.29, "H ends with a third ReLU"),
+]:
+    register(
+        _name,
+        "bottleneck_imagenet",
+        dict(input_shape=(224, 224, 3), variant=_variant, transform_bias=-1.0,
+             width_multiplier=HIGHWAY_WIDTH_MULTIPLIER, stage_blocks=_BLOCKS, classes=1000),
+        description=f"Greff et al. 2017's 50-layer ImageNet highway net ({_what}; T a second "
+        "bottleneck branch ending in a sigmoid, b_T = -1), ResNet-50's layout with every "
+        f"block width x {HIGHWAY_WIDTH_MULTIPLIER}.",
+        paper="Greff et al. 2017, §5.1 and Table 1b",
+        params=25_495_350,  # 0.55% below ResNet-50 (a test compares)
+        paper_params="close to ResNet-50's",
+        paper_accuracy=None,
+        paper_top5_error=_error,
+        default_transform_bias=-1.0,
+        provenance="RECON",
+        reconstructed=(
+            "The paper gives the block design, BN after every conv, b_T = -1 and 'feature maps "
+            "reduced' to about ResNet-50's parameter count, not the widths: here every block "
+            f"width is multiplied by {HIGHWAY_WIDTH_MULTIPLIER} (rounded), the stem kept at 64. "
+            "The ReLU after the combination is ResNet's, kept. Training as ResNet's (the "
+            "resnet_imagenet recipe)."
+        ),
+        **_COMMON,
+    )
