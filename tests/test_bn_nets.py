@@ -153,3 +153,12 @@ def test_the_new_augmentations_keep_the_shape_and_repeat_by_seed():
         np.testing.assert_array_equal(a.numpy(), b.numpy())
         assert not np.array_equal(a.numpy(), other.numpy())
         assert 0 <= a.numpy().min() and a.numpy().max() <= 255.0 + 1e-3
+
+
+def test_an_image_of_the_wrong_size_is_refused_in_one_line():
+    model = zoo.load("resnet50_imagenet", width_multiplier=0.125, stage_blocks=(1, 1, 1, 1))
+    with pytest.raises(ValueError) as err:
+        model.predict(raw_pixels((32, 32, 3)), verbose=0)
+    message = str(err.value)
+    assert "(None, 224, 224, 3)" in message and "(2, 32, 32, 3)" in message
+    assert "\n" not in message
