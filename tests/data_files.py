@@ -88,3 +88,33 @@ def cifar_members(
             images.append(img)
         truth[split] = (np.concatenate(labels), np.concatenate(images))
     return members, truth
+
+
+def write_imagenet_archives(directory: Path, synsets=("n01440764", "n01443537"),
+                            per_class: int = 2, validation: int = 2, seed: int = 0) -> None:
+    """ILSVRC2012_img_train.tar (one tar of JPEGs per synset, as upstream) and
+    ILSVRC2012_img_val.tar (ILSVRC2012_val_<n>.JPEG) with small random images of odd sizes."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+
+    def jpeg(height: int, width: int) -> bytes:
+        image = rng.integers(0, 256, (height, width, 3)).astype(np.uint8)
+        return tf.io.encode_jpeg(image).numpy()
+
+    def add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(directory / "ILSVRC2012_img_train.tar", "w") as train:
+        for synset in synsets:
+            inner = io.BytesIO()
+            with tarfile.open(fileobj=inner, mode="w") as images:
+                for i in range(per_class):
+                    add(images, f"{synset}_{i}.JPEG", jpeg(40 + 7 * i, 30))
+            add(train, f"{synset}.tar", inner.getvalue())
+    with tarfile.open(directory / "ILSVRC2012_img_val.tar", "w") as val:
+        for i in range(1, validation + 1):
+            add(val, f"ILSVRC2012_val_{i:08d}.JPEG", jpeg(30, 50))

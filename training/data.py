@@ -1,4 +1,4 @@
-"""Datasets of the zoo: MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100, offline first.
+"""Datasets of the zoo: MNIST, Fashion-MNIST, CIFAR-10, CIFAR-100 and ImageNet, offline first.
 
 `load_dataset(name, data_dir)` never downloads anything. It resolves a name in this order, where
 `tfds_dir` is `data_dir` if given, else `$TFDS_DATA_DIR`, else `~/tensorflow_datasets`:
@@ -16,6 +16,11 @@
 
 Every split yields unbatched, unshuffled `(image, label)` pairs: the image uint8 HWC with the
 raw pixel values 0-255, the label an int64 scalar (CIFAR-100: the fine label).
+
+ImageNet ("imagenet2012") is TFDS's manual dataset: it is prepared from the user's own
+`ILSVRC2012_img_train.tar` and `ILSVRC2012_img_val.tar` (in `data_dir`, `data_dir/imagenet2012/`
+or TFDS's manual directory `tfds_dir/downloads/manual/`); its test split is the 50,000
+validation images, and every image comes resized (shorter side 256) and centre-cropped to 224.
 """
 
 from __future__ import annotations
@@ -77,14 +82,24 @@ class DatasetSpec:
     num_classes: int
     image_shape: tuple[int, int, int]
     files: tuple[str, ...]
+    # TFDS's "manual" datasets read the user's archives from a directory (DownloadConfig's
+    # manual_dir) instead of a download cache; their images come in any size.
+    manual: bool = False
+    test_split: str = "test"
 
 
+_IMAGENET_FILES = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
 DATASETS: dict[str, DatasetSpec] = {
     "mnist": DatasetSpec("mnist", 10, (28, 28, 1), _MNIST_FILES),
     "fashion_mnist": DatasetSpec("fashion_mnist", 10, (28, 28, 1), _MNIST_FILES),
     "cifar10": DatasetSpec("cifar10", 10, (32, 32, 3), ("cifar-10-binary.tar.gz",)),
     "cifar100": DatasetSpec("cifar100", 100, (32, 32, 3), ("cifar-100-binary.tar.gz",)),
+    "imagenet2012": DatasetSpec("imagenet2012", 1000, (224, 224, 3), _IMAGENET_FILES,
+                                manual=True, test_split="validation"),
 }
+# ImageNet images are resized so their shorter side is 256, then centre-cropped to 224x224
+# (the ResNet evaluation protocol; training augments those crops further by recipe).
+_RESIZE_SHORTER_TO = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +175,7 @@ def load_dataset(
     ).expanduser()
     builder = _builder(spec, tfds_dir)
     if not _is_prepared(builder):
-        search = _search_dirs(name, user_dir)
+        search = _search_dirs(name, user_dir, tfds_dir)
         files = _find_files(spec, search)
         if files is None:
             if user_dir is not None and not user_dir.is_dir():
@@ -184,21 +199,28 @@ def load_dataset(
                 f"Datasets prepares the dataset inside {tfds_dir}, which is read-only here. "
                 "Copy the files to a directory you can write and pass that as --data-dir."
             )
-        _prepare(builder, files)
+        if spec.manual:
+            _prepare_manual(builder, files)
+        else:
+            _prepare(builder, files)
         builder = _builder(spec, tfds_dir)
         if not _is_prepared(builder):
             raise DatasetFileError(
                 f"TensorFlow Datasets reported {name} prepared, but {builder.data_path} holds "
                 "no complete dataset. Delete that directory and run again."
             )
+    train = builder.as_dataset(split="train", as_supervised=True)
+    test = builder.as_dataset(split=spec.test_split, as_supervised=True)
+    if spec.manual:
+        train, test = (_fixed_size(d, spec.image_shape) for d in (train, test))
     return Dataset(
         name=name,
-        train=builder.as_dataset(split="train", as_supervised=True),
-        test=builder.as_dataset(split="test", as_supervised=True),
+        train=train,
+        test=test,
         num_classes=spec.num_classes,
         image_shape=spec.image_shape,
         num_train=builder.info.splits["train"].num_examples,
-        num_test=builder.info.splits["test"].num_examples,
+        num_test=builder.info.splits[spec.test_split].num_examples,
         source=f"tensorflow-datasets {builder.name} {builder.version} at {builder.data_path}",
     )
 
@@ -224,8 +246,10 @@ def _is_prepared(builder: Any) -> bool:
     return builder.data_path.exists() and builder.is_prepared()
 
 
-def _search_dirs(name: str, data_dir: Path | None) -> list[Path]:
+def _search_dirs(name: str, data_dir: Path | None, tfds_dir: Path | None = None) -> list[Path]:
     dirs = [data_dir, data_dir / name] if data_dir else []
+    if tfds_dir is not None and _spec(name).manual:  # TFDS's own manual directory
+        dirs.append(tfds_dir / "downloads" / "manual")
     return dirs + [Path(d) for d in SYSTEM_DATA_DIRS.get(name, [])]
 
 
@@ -251,7 +275,7 @@ def _not_found_message(
     name: str, spec: DatasetSpec, builder: Any, search: list[Path], fallback: bool
 ) -> str:
     looked = ", ".join(str(d) for d in search) or "nowhere (no data_dir given)"
-    urls = "\n".join(f"  {url}" for url in builder.url_infos)
+    urls = "\n".join(f"  {url}" for url in (builder.url_infos or {}))
     lines = [
         f"Dataset {name!r} not found, and highway-zoo never downloads.",
         (
@@ -262,7 +286,10 @@ def _not_found_message(
             f"Needed: {', '.join(spec.files)}. Put them in a directory DIR, as DIR/<file> or "
             f"DIR/{name}/<file>, and pass --data-dir DIR (load_dataset(..., data_dir=DIR))."
         ),
-        f"Download them on a machine with a network from:\n{urls}",
+        f"Download them on a machine with a network from:\n{urls}" if urls else
+        "Download them from https://image-net.org (after registering; ImageNet is not "
+        f"redistributable), or put them in TensorFlow Datasets' manual directory "
+        f"{Path(builder.data_dir_root) / 'downloads' / 'manual'}.",
     ]
     if name == "fashion_mnist":
         lines.append(
@@ -274,8 +301,28 @@ def _not_found_message(
     return "\n".join(lines)
 
 
+def _fixed_size(dataset: tf.data.Dataset, shape: tuple[int, int, int]) -> tf.data.Dataset:
+    """Images of any size as `shape`: the shorter side resized to 256, the centre cropped."""
+
+    def resize_and_crop(image, label):
+        size = tf.cast(tf.shape(image)[:2], tf.float32)
+        scale = _RESIZE_SHORTER_TO / tf.reduce_min(size)
+        resized = tf.image.resize(image, tf.cast(tf.round(size * scale), tf.int32))
+        cropped = tf.image.resize_with_crop_or_pad(resized, shape[0], shape[1])
+        return tf.cast(tf.clip_by_value(tf.round(cropped), 0, 255), tf.uint8), label
+
+    return dataset.map(resize_and_crop, num_parallel_calls=tf.data.AUTOTUNE)
+
+
 def _validate(path: Path) -> None:
     """Checks an upstream file against what TFDS's builder will read; DatasetFileError if off."""
+    if path.suffix == ".tar" and path.name in _IMAGENET_FILES:
+        if not tarfile.is_tarfile(path):
+            raise DatasetFileError(
+                f"{path}: not a tar archive; it is probably truncated or another file. "
+                "Expected ImageNet's archive of that name from image-net.org."
+            )
+        return
     if path.name in _IDX_LAYOUT:
         _validate_idx(path, *_IDX_LAYOUT[path.name])
     else:
@@ -409,6 +456,26 @@ def _prepare(builder: Any, files: dict[str, Path]) -> None:
             listed = ", ".join(str(p) for p in files.values())
             raise DatasetFileError(
                 f"TensorFlow Datasets could not prepare {builder.name} from {listed}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+
+def _prepare_manual(builder: Any, files: dict[str, Path]) -> None:
+    """Prepares a TFDS "manual" dataset from the directory holding the user's archives."""
+    import tensorflow_datasets as tfds
+
+    manual_dir = next(iter(files.values())).parent
+    downloads = Path(builder.data_dir_root) / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
+    config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir),
+                                          try_download_gcs=False)
+    with _preparing(builder, downloads), _downloads_refused():
+        try:
+            builder.download_and_prepare(download_dir=os.fspath(downloads),
+                                         download_config=config)
+        except Exception as exc:
+            raise DatasetFileError(
+                f"TensorFlow Datasets could not prepare {builder.name} from {manual_dir}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
 
