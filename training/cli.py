@@ -9,6 +9,7 @@
     highway-zoo demo [--depths 10,20,50] [--epochs N] [--data-dir DIR] [--out DIR]
     highway-zoo sweep [--depths 10,20,50,100] [--kinds highway,plain] [--seeds N] ...
     highway-zoo variants [--variants coupled,...,plain] [--depths 10,20,50,100] [--seeds N] ...
+    highway-zoo fig1 [--depths 10,20,50,100] [--kinds plain,highway] [--trials 100] [--epochs N]
     highway-zoo export NAME [--weights W | --run RUN_DIR | --random-weights] [--version N] ...
     highway-zoo predict --model-dir exported/NAME/VERSION IMAGE...
     highway-zoo analyze NAME --weights W [--dataset D] [--examples N] [--out DIR] ...
@@ -44,7 +45,7 @@ OVERRIDE_FLAGS = {
 
 # Commands that pick up where they stopped when run again with the same arguments.
 RESUMABLE = {"train": "the run resumes from its last checkpoint",
-             "tune": "finished trials are kept"}
+             "tune": "finished trials are kept", "fig1": "finished trials are kept"}
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -236,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     from training import variants as variants_cli
 
     variants_cli.add_parsers(sub)  # variants
+    from training import fig1 as fig1_cli
+
+    fig1_cli.add_parsers(sub)  # fig1
 
     p = sub.add_parser("demo", help="the main job: highway vs plain nets by depth on MNIST")
     p.add_argument("--depths", type=_depths, default=[10, 20, 50],
@@ -353,6 +357,10 @@ def _run(args: argparse.Namespace) -> int | None:
         from training import variants as variants_cli
 
         return variants_cli.run(args)
+    elif args.command == "fig1":
+        from training import fig1 as fig1_cli
+
+        return fig1_cli.run(args)
     elif args.command == "demo":
         from training.demo import demo
 

@@ -12,7 +12,8 @@ Search directory (`--dir DIR`)::
 
     search.json                the settings (architecture, space, tuner, objective, data...)
     search/                    KerasTuner's project: oracle.json, trial_<id>/ (trial.json,
-                               best-epoch checkpoint)
+                               best-epoch checkpoint, history.json: every epoch's metrics
+                               and the trial's seconds)
     tensorboard/               HParams: the search space (once), and trial_<id>/ with each
                                trial's hyperparameters and objective
     trials.json, trials.md     the ranked table of finished trials
@@ -71,6 +72,8 @@ SETTINGS_FILE = "search.json"
 PROJECT_NAME = "search"
 BEST_HP_FILE = "best_hyperparameters.json"
 BEST_MODEL_DIR = "best_model"
+# Per trial, beside KerasTuner's trial.json: every epoch's metrics and the seconds taken.
+TRIAL_HISTORY_FILE = "history.json"
 # Settings that may change between runs of one search directory.
 _RESUMABLE = ("max_trials",)
 
@@ -334,6 +337,26 @@ def _tuner_class(kind: str):
 
         tensorboard_dir: Path
         objective_name: str
+
+        def run_trial(self, trial, *args, **kwargs):
+            import time
+
+            from zoo.weights import write_text
+
+            start = time.monotonic()
+            results = super().run_trial(trial, *args, **kwargs)
+            # KerasTuner's trial.json keeps only the best epoch's metrics; the per-epoch
+            # curves (Fig. 1's left panel) go beside it, in the trial's directory.
+            first = results[0] if isinstance(results, list) else results
+            history = getattr(first, "history", None)
+            if history is not None:
+                record = {"trial_id": trial.trial_id, "tuner_id": self.tuner_id,
+                          "seconds": round(time.monotonic() - start, 3),
+                          "history": {k: [float(v) for v in values]
+                                      for k, values in history.items()}}
+                write_text(Path(self.get_trial_dir(trial.trial_id)) / TRIAL_HISTORY_FILE,
+                           json.dumps(record, indent=2) + "\n", overwrite=True)
+            return results
 
         def on_trial_end(self, trial):
             super().on_trial_end(trial)

@@ -1,0 +1,93 @@
+"""Fig. 1 by the paper's protocol (`highway-zoo fig1`): training/fig1.py, end to end on a
+tiny budget (depths 2 and 3, 2 trials per net, 1 epoch, 500 / 200 MNIST-sample digits)."""
+
+import json
+import re
+
+import matplotlib.image
+import pytest
+
+from training import cli
+from training.fig1 import architecture
+
+TINY = ["--depths", "2,3", "--trials", "2", "--epochs", "1", "--max-train-examples", "500",
+        "--max-test-examples", "200"]
+
+
+def _trial_files(out):
+    return {p: p.read_bytes() for p in sorted(out.glob("*/search/trial_*/*.json"))}
+
+
+def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys):
+    out = tmp_path / "fig1"
+    assert cli.main(["fig1", *TINY, "--out", str(out)]) == 0
+    first = capsys.readouterr().out
+    assert len(re.findall(r"^trial \d+ by tuner0: COMPLETED", first, re.M)) == 8
+    results = json.loads((out / "fig1.json").read_text())
+    assert results["complete"] and results["settings"]["epochs"] == 1
+    assert results["data"]["num_train"] == 500 and "sample" in results["data"]["source"]
+    cells = {(c["kind"], c["depth"]): c for c in results["cells"]}
+    assert sorted(cells) == [("highway", 2), ("highway", 3), ("plain", 2), ("plain", 3)]
+    for (kind, depth), cell in cells.items():
+        assert cell["trials"] == 2 and cell["architecture"] == f"{kind}_fc10_mnist"
+        assert cell["overrides"] == {"depth": depth}
+        # Only highway nets search b_T, within the paper's [-10, -1].
+        for run in cell["runs"]:
+            hp = run["hyperparameters"]
+            assert ("transform_bias" in hp) == (kind == "highway")
+            assert kind == "plain" or -10 <= hp["transform_bias"] <= -1
+        # The per-epoch loss comes from each trial's history.json, which the tuner wrote.
+        best = cell["best"]
+        history = json.loads((out / f"{kind}_fc{depth}" / "search" / f"trial_{best['trial_id']}"
+                              / "history.json").read_text())
+        assert history["history"]["loss"] == best["loss_per_epoch"]
+        assert best["final_loss"] == best["loss_per_epoch"][-1]
+        finals = [r["final_loss"] for r in cell["runs"]]
+        assert finals == sorted(finals) and best["final_loss"] == min(finals)
+        assert cell["top"]["n"] == 2
+        assert cell["top"]["mean"] == pytest.approx(sum(finals) / 2)
+        assert cell["top"]["std"] == pytest.approx(abs(finals[0] - finals[1]) / 2)
+        assert cell["seconds"] > 0
+    table = (out / "fig1.md").read_text()
+    assert "500 training / 200 test images; 1 epochs per run" in table
+    assert len(re.findall(r"^\| [23] \| (plain|highway) \| 2 \|", table, re.M)) == 4
+    image = matplotlib.image.imread(out / "fig1.png")
+    assert image.shape[1] > 2 * image.shape[0] * 0.9  # two panels side by side
+
+    # The same command again: every trial is kept, none is run again.
+    kept = _trial_files(out)
+    assert cli.main(["fig1", *TINY, "--out", str(out)]) == 0
+    again = capsys.readouterr().out
+    assert "Resuming the search" in again and not re.findall(r"^trial \d+ by", again, re.M)
+    assert _trial_files(out) == kept
+    assert json.loads((out / "fig1.json").read_text())["cells"] == results["cells"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--trials", "0"], "trials must be a positive integer. Received: 0"),
+    (["--kinds", "plain,resnet"], "kinds must be distinct names from plain, highway"),
+    (["--depths", "10,10"], "depths must be distinct"),
+    (["--depths", "1"], "depths must be integers >= 2"),
+    (["--top", "0"], "top must be a positive integer"),
+])
+def test_bad_options_are_refused_in_one_line(argv, message, tmp_path, capsys):
+    assert cli.main(["fig1", *argv, "--out", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "f").exists()  # refused before anything was written
+
+
+def test_other_settings_in_an_existing_directory_are_refused(tmp_path, capsys):
+    out = tmp_path / "f"
+    (out / "plain_fc10").mkdir(parents=True)
+    (out / "plain_fc10" / "search.json").write_text(json.dumps({"epochs": 5}))
+    assert cli.main(["fig1", "--depths", "10", "--kinds", "plain", "--out", str(out),
+                     "--epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a search with other settings" in err and err.count("\n") == 1
+
+
+def test_cells_use_the_registered_nets_or_the_depth_override():
+    assert architecture("highway", 50) == ("highway_fc50_mnist", {})
+    assert architecture("plain", 100) == ("plain_fc100_mnist", {})
+    assert architecture("plain", 30) == ("plain_fc10_mnist", {"depth": 30})

@@ -1,0 +1,367 @@
+"""NIPS 2015 Fig. 1 by the paper's protocol: a random search per network, then both panels.
+
+The paper (Srivastava et al. 2015, §3.1) picked every network of Fig. 1 by a random search of
+100 runs (SGD with momentum; initial learning rate, momentum, exponential learning-rate decay
+per epoch, ReLU or tanh, and for highway nets the transform-gate bias b_T in [-10, -1]), then
+plotted the best run's training curve per depth (left) and the mean of the top 10 runs' final
+training losses (right). `fig1()` (`highway-zoo fig1`) runs that search with KerasTuner
+(`training.tuning.search`, the paper's space, objective "loss") for every (plain | highway) x
+depth cell on the registered `plain_fc{depth}_mnist` / `highway_fc{depth}_mnist` nets (71 /
+50 units; other depths by the `depth` override) and draws both panels from the trials.
+
+What "training loss" means here: Keras's epoch loss, the mean cross-entropy over that epoch's
+training batches (recorded per trial in `search/trial_<id>/history.json`); the final loss is
+the last epoch's. Runs are ranked by that final loss; a run that stopped on a NaN/Inf loss
+(TerminateOnNaN) counts as diverged and ranks last. (KerasTuner's own score, used for the
+cell's best_model, is the best epoch's loss; for a training loss the two rarely differ.)
+
+Writes, under `out` (default runs/fig1)::
+
+    <kind>_fc<depth>/   one `highway-zoo tune` search directory per cell (resumable)
+    fig1.json           settings, data, and per cell: trials run, diverged, best run (its loss
+                        per epoch and hyperparameters), mean ± std of the top 10 final losses,
+                        seconds of training; "complete" once every cell has all its trials
+    fig1.md             the table
+    fig1.png            left: best run's loss per epoch per depth (plain dashed, highway
+                        solid); right: mean ± std of the top-10 final losses against depth
+
+Resuming: run the same command again; finished trials are kept, interrupted ones rerun, and
+`--trials` may be raised. Distributed: the same command in every process with KerasTuner's
+variables (KERASTUNER_TUNER_ID=chief|worker<N>, KERASTUNER_ORACLE_IP, KERASTUNER_ORACLE_PORT);
+cells run one after another, cell i on port PORT + i (each cell has its own oracle), so the
+chief needs ports PORT .. PORT + cells - 1 and every process the same --depths and --kinds.
+Workers train; the chief hands out trials and writes the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+KINDS = ("plain", "highway")
+DEPTHS = (10, 20, 50, 100)
+RESULTS_FILE, TABLE_FILE, FIGURE_FILE = "fig1.json", "fig1.md", "fig1.png"
+LOSS_NOTE = ("training loss = Keras's epoch loss (mean cross-entropy over the epoch's "
+             "training batches)")
+
+
+def architecture(kind: str, depth: int) -> tuple[str, dict[str, int]]:
+    """The zoo name and overrides of a cell: the registered net, else the 10-layer one with
+    `depth` overridden (same width, same layout)."""
+    import zoo
+
+    name = f"{kind}_fc{depth}_mnist"
+    if name in zoo.list_models(name):
+        return name, {}
+    return f"{kind}_fc10_mnist", {"depth": depth}
+
+
+def cell_dir_name(kind: str, depth: int) -> str:
+    return f"{kind}_fc{depth}"
+
+
+def _check(depths, kinds, trials, epochs, top) -> None:
+    if not depths or any(not isinstance(d, int) or d < 2 for d in depths):
+        raise ValueError(f"depths must be integers >= 2. Received: {list(depths)!r}")
+    if len(set(depths)) != len(depths):
+        raise ValueError(f"depths must be distinct. Received: {list(depths)!r}")
+    bad = [k for k in kinds if k not in KINDS]
+    if not kinds or bad or len(set(kinds)) != len(kinds):
+        raise ValueError(f"kinds must be distinct names from {', '.join(KINDS)}. "
+                         f"Received: {list(kinds)!r}")
+    for label, value in (("trials", trials), ("epochs", epochs), ("top", top)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{label} must be a positive integer. Received: {value!r}")
+
+
+def _wait_for_chief(cell_dir: Path, timeout: float = 3600.0) -> None:
+    """A worker waits for the chief to open the cell (write its search.json): a worker that
+    wrote trial files first would make the chief refuse the directory as someone else's."""
+    from training.tuning import SETTINGS_FILE
+
+    deadline = time.monotonic() + timeout
+    if not (cell_dir / SETTINGS_FILE).exists():
+        print(f"Waiting for the chief to open {cell_dir} ...", flush=True)
+    while not (cell_dir / SETTINGS_FILE).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the chief did not open {cell_dir} within {timeout:.0f} s; is "
+                               "it running with the same --out, --depths and --kinds?")
+        time.sleep(1)
+
+
+def _finite(values: Sequence[float]) -> bool:
+    return all(math.isfinite(v) for v in values)
+
+
+def summarize_cell(cell_dir: Path, kind: str, depth: int, epochs: int, top: int) -> dict:
+    """The cell's finished trials, ranked by final training loss (diverged runs last)."""
+    from training.tuning import PROJECT_NAME, TRIAL_HISTORY_FILE
+
+    runs, unfinished = [], 0
+    for trial_dir in sorted((cell_dir / PROJECT_NAME).glob("trial_*")):
+        trial_file, history_file = trial_dir / "trial.json", trial_dir / TRIAL_HISTORY_FILE
+        if not trial_file.exists():
+            continue
+        record = json.loads(trial_file.read_text(encoding="utf-8"))
+        if record.get("status") != "COMPLETED" or not history_file.exists():
+            unfinished += 1  # failed, or running when the process stopped
+            continue
+        history = json.loads(history_file.read_text(encoding="utf-8"))
+        losses = history["history"]["loss"]
+        # TerminateOnNaN stops a diverging run early: fewer epochs, a non-finite last loss.
+        diverged = len(losses) < epochs or not _finite(losses)
+        accuracy = history["history"].get("val_accuracy") or [None]
+        runs.append({
+            "trial_id": record["trial_id"],
+            "hyperparameters": {k: v for k, v in record["hyperparameters"]["values"].items()
+                                if not k.startswith("tuner/")},
+            "loss_per_epoch": [v if math.isfinite(v) else None for v in losses],
+            "final_loss": None if diverged else losses[-1],
+            "test_accuracy": accuracy[-1],
+            "seconds": history["seconds"],
+        })
+    runs.sort(key=lambda r: (r["final_loss"] is None, r["final_loss"] or 0.0, r["trial_id"]))
+    finals = [r["final_loss"] for r in runs if r["final_loss"] is not None][:top]
+    best = runs[0] if runs and runs[0]["final_loss"] is not None else None
+    name, overrides = architecture(kind, depth)
+    return {
+        "kind": kind, "depth": depth, "architecture": name, "overrides": overrides,
+        "trials": len(runs), "diverged": sum(r["final_loss"] is None for r in runs),
+        "unfinished": unfinished,
+        "best": best,
+        "top": {"n": len(finals), "mean": float(sum(finals) / len(finals)) if finals else None,
+                "std": _std(finals), "final_losses": finals},
+        "seconds": round(sum(r["seconds"] for r in runs), 1),
+        "runs": runs,
+    }
+
+
+def _std(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    mean = sum(values) / len(values)
+    return float(math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)))
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def format_table(results: dict[str, Any]) -> str:
+    top = results["settings"]["top"]
+    lines = [f"| depth | net | trials | best final loss | mean top {top} ± std (n) | diverged "
+             "| best run's hyperparameters | test acc (best) | training time |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for c in results["cells"]:
+        best = c["best"]
+        if best:
+            hp = best["hyperparameters"]
+            bias = f"b_T {hp['transform_bias']:.2f}, " if "transform_bias" in hp else ""
+            hps = (f"{bias}lr {hp['learning_rate']:.2e}, momentum {hp['momentum']:.3f}, "
+                   f"decay {hp['lr_decay']:.3f}, {hp['activation']}")
+            acc = "-" if best["test_accuracy"] is None else f"{best['test_accuracy']:.3f}"
+        t = c["top"]
+        mean = "-" if t["mean"] is None else f"{t['mean']:.2e} ± {t['std']:.1e} ({t['n']})"
+        final = f"{best['final_loss']:.2e}" if best else "-"
+        lines.append(
+            f"| {c['depth']} | {c['kind']} | {c['trials']} | {final} | {mean} | {c['diverged']} | "
+            f"{hps if best else '-'} | {acc if best else '-'} | {_minutes(c['seconds'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _data_line(results: dict[str, Any]) -> str:
+    s, d = results["settings"], results["data"]
+    return (f"{d['name']} ({d['source']}): {d['num_train']} training / {d['num_test']} test "
+            f"images; {s['epochs']} epochs per run, batch {s['batch_size']}, "
+            f"{s['trials']} runs per net")
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Fig. 1's two panels (log-scale loss)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    from training.demo import save_figure
+
+    cells = results["cells"]
+    depths = sorted({c["depth"] for c in cells})
+    colours = {d: plt.cm.viridis(i / max(1, len(depths) - 1) * 0.85)
+               for i, d in enumerate(depths)}
+    style = {"plain": "--", "highway": "-"}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for c in cells:
+        if not c["best"]:
+            continue
+        losses = c["best"]["loss_per_epoch"]
+        left.plot(range(1, len(losses) + 1), losses, style[c["kind"]], marker=".",
+                  color=colours[c["depth"]], label=f"{c['kind']} {c['depth']}")
+    left.set(xlabel="epoch", ylabel="training loss (mean cross-entropy)", yscale="log",
+             title="best run per network")
+    left.legend(fontsize=8, ncol=2)
+    for kind in KINDS:
+        rows = sorted((c for c in cells if c["kind"] == kind and c["top"]["mean"] is not None),
+                      key=lambda c: c["depth"])
+        if not rows:
+            continue
+        means = [c["top"]["mean"] for c in rows]
+        # Log axis: a lower error bar below zero would vanish; stop it just above zero.
+        low = [min(c["top"]["std"], 0.99 * m) for c, m in zip(rows, means)]
+        right.errorbar([c["depth"] for c in rows], means,
+                       yerr=[low, [c["top"]["std"] for c in rows]], fmt="o" + style[kind],
+                       capsize=3, color="black" if kind == "highway" else "grey",
+                       label=f"{kind} (mean ± std of top {results['settings']['top']})")
+    right.set(xlabel="depth (layers)", ylabel="final training loss", yscale="log",
+              xscale="log", xticks=depths, title="top runs per network")
+    right.set_xticklabels([str(d) for d in depths])
+    right.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    right.legend(fontsize=8)
+    for ax in (left, right):
+        ax.grid(alpha=0.3, which="both")
+    s, d = results["settings"], results["data"]
+    fig.suptitle(f"NIPS 2015 Fig. 1 by random search: {s['trials']} runs per net, "
+                 f"{s['epochs']} epochs each, batch {s['batch_size']}\n{d['name']}: "
+                 f"{d['source']}; {d['num_train']} training images", fontsize=9)
+    fig.text(0.5, 0.005, LOSS_NOTE, ha="center", fontsize=7, color="dimgrey")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.93))
+    save_figure(fig, path)
+
+
+def fig1(
+    depths: Sequence[int] = DEPTHS,
+    kinds: Sequence[str] = KINDS,
+    trials: int = 100,
+    *,
+    epochs: int = 12,
+    top: int = 10,
+    out: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike | None = None,
+    batch_size: int | None = None,
+    max_train_examples: int | None = None,
+    max_test_examples: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any] | None:
+    """Runs (or resumes) the search of every cell and writes fig1.json, fig1.md, fig1.png.
+
+    Returns the results (None in a worker process of a distributed search).
+
+    Raises:
+        ValueError: bad depths, kinds or counts.
+        FileExistsError: a cell's directory holds a search with other settings.
+    """
+    from training import tuning
+    from zoo.weights import write_text
+
+    depths, kinds = list(depths), list(kinds)
+    _check(depths, kinds, trials, epochs, top)
+    out = Path(out) if out is not None else Path("runs") / "fig1"
+    cells = [(kind, depth) for depth in sorted(depths) for kind in kinds]
+    role = tuning._role()
+    base_port = os.environ.get("KERASTUNER_ORACLE_PORT")
+    started = time.monotonic()
+    for i, (kind, depth) in enumerate(cells):
+        name, overrides = architecture(kind, depth)
+        print(f"\n=== Fig. 1 cell {i + 1}/{len(cells)}: {kind} depth {depth} ({name}"
+              f"{f', depth={depth}' if overrides else ''}), {trials} trials of {epochs} "
+              f"epoch(s); {_minutes(time.monotonic() - started)} so far ===", flush=True)
+        if role != "standalone":  # each cell's oracle listens on its own port
+            os.environ["KERASTUNER_ORACLE_PORT"] = str(int(base_port) + i)
+        if role == "worker":
+            _wait_for_chief(out / cell_dir_name(kind, depth))
+        try:
+            tuning.search(name, space=tuning.SearchSpace(), tuner="random", max_trials=trials,
+                          epochs=epochs, objective="loss", out=out / cell_dir_name(kind, depth),
+                          data_dir=data_dir, batch_size=batch_size,
+                          max_train_examples=max_train_examples,
+                          max_test_examples=max_test_examples, seed=seed, **overrides)
+        finally:
+            if base_port is not None:
+                os.environ["KERASTUNER_ORACLE_PORT"] = base_port
+    if role == "worker":
+        print("Worker: every cell is done; the chief writes the figure.", flush=True)
+        return None
+
+    summaries = [summarize_cell(out / cell_dir_name(k, d), k, d, epochs, top)
+                 for k, d in cells]
+    settings = json.loads((out / cell_dir_name(*cells[0]) / tuning.SETTINGS_FILE)
+                          .read_text(encoding="utf-8"))
+    results = {
+        "settings": {"depths": sorted(depths), "kinds": kinds, "trials": trials,
+                     "epochs": epochs, "top": top, "batch_size": settings["batch_size"],
+                     "seed": seed, "tuner": "random", "objective": "final training loss",
+                     "optimizer": "SGD with momentum, ExponentialDecay per epoch (staircase)",
+                     "space": settings["space"], "loss": LOSS_NOTE},
+        "data": settings["dataset"],
+        "complete": all(c["trials"] == trials for c in summaries),
+        "cells": summaries,
+    }
+    table = format_table(results)
+    write_text(out / RESULTS_FILE, json.dumps(results, indent=2) + "\n", overwrite=True)
+    write_text(out / TABLE_FILE, f"Data: {_data_line(results)}; {LOSS_NOTE}.\n\n{table}\n",
+               overwrite=True)
+    plot(results, out / FIGURE_FILE)
+    done = sum(c["trials"] for c in summaries)
+    print(f"\n{table}\n\nData: {_data_line(results)}; {LOSS_NOTE}.\n"
+          f"{done} of {trials * len(cells)} runs finished"
+          f"{'' if results['complete'] else ' (incomplete: run the same command again)'}. "
+          f"Wrote {out / RESULTS_FILE}, {out / TABLE_FILE} and {out / FIGURE_FILE}.",
+          flush=True)
+    return results
+
+
+# --- Command line -------------------------------------------------------------------
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        values = []
+    if not values:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, e.g. 10,20,50,100. Received: {text!r}")
+    return values
+
+
+def add_parsers(sub) -> None:
+    """Adds the `fig1` subcommand to `highway-zoo`'s subparsers."""
+    p = sub.add_parser(
+        "fig1", help="NIPS 2015 Fig. 1 by the paper's protocol: a random search per "
+        "(plain | highway) x depth, then both panels",
+        description="Runs the paper's random search (SGD + momentum; learning rate, "
+        "momentum, decay per epoch, relu/tanh, b_T in [-10, -1] for highway nets) with "
+        "KerasTuner for every net, ranks runs by final training loss and draws Fig. 1: the "
+        "best run's loss per epoch and the mean of the top 10. Run the same command again "
+        "to resume (finished trials are kept); distributed with KerasTuner's variables "
+        "(see training/fig1.py).",
+    )
+    p.add_argument("--depths", type=_ints, default=list(DEPTHS),
+                   help="comma-separated (default 10,20,50,100)")
+    p.add_argument("--kinds", default=",".join(KINDS), help="plain,highway (default) or one")
+    p.add_argument("--trials", type=int, default=100, help="runs per net (default 100)")
+    p.add_argument("--epochs", type=int, default=12, help="epochs per run (default 12)")
+    p.add_argument("--top", type=int, default=10, help="right panel: mean of the best N "
+                   "final losses (default 10)")
+    p.add_argument("--out", help="output directory (default runs/fig1); rerun to resume")
+    p.add_argument("--data-dir", help="directory holding the upstream MNIST files")
+    p.add_argument("--batch-size", type=int, help="default: the nets' recipe's")
+    p.add_argument("--max-train-examples", type=int, help="train on the first N examples")
+    p.add_argument("--max-test-examples", type=int, help="validate on the first N examples")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    fig1(args.depths, [k.strip() for k in args.kinds.split(",") if k.strip()], args.trials,
+         epochs=args.epochs, top=args.top, out=args.out, data_dir=args.data_dir,
+         batch_size=args.batch_size, max_train_examples=args.max_train_examples,
+         max_test_examples=args.max_test_examples, seed=args.seed)
+    return 0
