@@ -3,8 +3,8 @@ directory), tested with tiny archives in the upstream layout made here."""
 
 import numpy as np
 import pytest
-
 from data_files import write_imagenet_archives
+
 from training import data as datasets
 
 
