@@ -104,7 +104,9 @@ def test_a_run_killed_at_every_phase_boundary_ends_as_one_never_stopped(tmp_path
 
 def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path):
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "training.cli", *TRAIN, "--epochs", "1", "--out",
+    # Enough epochs that the run is still going when the first step checkpoint appears and
+    # the signal is sent, however fast the machine (with 1 epoch it could finish first).
+    command = [sys.executable, "-m", "training.cli", *TRAIN, "--epochs", "20", "--out",
                str(run_dir)]
     process = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
