@@ -26,7 +26,7 @@ demo: $(STAMP)
 	$(BIN)/highway-zoo demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check layers zoo training tests bench

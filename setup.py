@@ -29,7 +29,8 @@ setup(
         "scikit-learn>=1.4",  # k-means, silhouette and NMI of the routing analysis
     ],
     extras_require={
-        "test": ["pytest>=8", "ruff"],
+        # pytest-xdist: the suite runs in 2 processes (10 min instead of 19 on 2 cores).
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "ruff"],
         # The benchmark's PyTorch-eager baseline. 2.13.0 is the CPU build on these machines'
         # disk; an unpinned torch would pull several GB of CUDA packages from PyPI.
         "bench": ["torch==2.13.0"],

@@ -108,8 +108,11 @@ def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path
     # the signal is sent, however fast the machine (with 1 epoch it could finish first).
     command = [sys.executable, "-m", "training.cli", *TRAIN, "--epochs", "20", "--out",
                str(run_dir)]
+    # A child inherits an ignored SIGINT (pytest-xdist's workers ignore it), and Python then
+    # installs no KeyboardInterrupt handler: give the run the default a terminal gives it.
     process = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pointer = run_dir / "checkpoint" / "checkpoint.json"
     deadline = time.monotonic() + TIMEOUT
     while not pointer.exists() and time.monotonic() < deadline and process.poll() is None:
