@@ -170,17 +170,22 @@ def _child_main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
         data = load_dataset("mnist", job["data_dir"])
-    result = _train_one(job, data)
+    print_with_usage(_train_one(job, data))
+
+
+def print_with_usage(result: dict[str, Any]) -> None:
+    """Prints a child run's result as JSON with its process's peak memory and CPU time."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: ru_maxrss in KiB
     result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # all threads
     print(json.dumps(result))
 
 
-def _train_in_child(job: dict[str, Any]) -> dict[str, Any]:
+def _train_in_child(job: dict[str, Any], module: str = "training.sweep") -> dict[str, Any]:
+    """Runs `job` through `module._child_main` in a fresh process; its printed result."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     proc = subprocess.run(
-        [sys.executable, "-c", "from training.sweep import _child_main; _child_main()"],
+        [sys.executable, "-c", f"from {module} import _child_main; _child_main()"],
         input=json.dumps(job), capture_output=True, text=True, env=env, check=False,
     )
     if proc.returncode:

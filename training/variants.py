@@ -38,8 +38,6 @@ import datetime
 import json
 import math
 import os
-import resource
-import subprocess
 import sys
 import time
 import warnings
@@ -53,7 +51,8 @@ from layers._highway import LEARNED_BRANCHES, VARIANTS
 from training.data import Dataset, OfflineFallbackWarning, load_dataset
 from training.demo import INITS, save_figure
 from training.recipes import get_recipe
-from training.sweep import _progress, _train_one, summarise
+from training.sweep import _progress, _train_one, print_with_usage, summarise
+from training.sweep import _train_in_child as sweep_child
 from training.trainer import claim_run_dir
 from zoo.weights import write_text
 
@@ -129,23 +128,11 @@ def _child_main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
         data = _load(job)
-    result = _train_one(job, data)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: ru_maxrss in KiB
-    result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)
-    print(json.dumps(result))
+    print_with_usage(_train_one(job, data))
 
 
 def _train_in_child(job: dict[str, Any]) -> dict[str, Any]:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    proc = subprocess.run(
-        [sys.executable, "-c", "from training.variants import _child_main; _child_main()"],
-        input=json.dumps(job), capture_output=True, text=True, env=env, check=False,
-    )
-    if proc.returncode:
-        raise RuntimeError(f"The run in {job['run_dir']} failed (exit status "
-                           f"{proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return sweep_child(job, module="training.variants")
 
 
 def _series(variant: str, width: int) -> str:
