@@ -8,7 +8,7 @@ import matplotlib.image
 import pytest
 
 from training import cli
-from training.fig1 import architecture
+from training.experiments.common import architecture
 
 TINY = ["--depths", "2,3", "--trials", "2", "--epochs", "1", "--max-train-examples", "500",
         "--max-test-examples", "200"]

@@ -7,7 +7,7 @@ import pytest
 
 from training import cli
 from training.data import OfflineFallbackWarning
-from training.sweep import sweep
+from training.experiments.sweep import sweep
 
 
 def test_sweep_writes_runs_table_plot_and_seed_statistics(tmp_path, capsys):
@@ -100,12 +100,12 @@ def test_bad_depths_are_refused_by_the_parser():
 
 
 def test_a_diverged_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
-    import training.sweep
+    import training
 
     def diverge(name, **kwargs):
         raise FloatingPointError("non-finite loss")  # what train raises when the loss is NaN
 
-    monkeypatch.setattr(training.sweep, "train", diverge)
+    monkeypatch.setattr(training, "train", diverge)
     with pytest.warns(OfflineFallbackWarning):
         results = sweep([2], ["plain"], 2, epochs=1, data_dir=tmp_path,
                         out=tmp_path / "sweep", isolate=False)

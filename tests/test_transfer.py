@@ -1,4 +1,4 @@
-"""The transfer experiment (`python -m training.transfer`) on a tiny budget."""
+"""The transfer experiment (`python -m training.experiments.transfer`) on a tiny budget."""
 
 import json
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import zoo
-from training import transfer
+from training.experiments import transfer
 
 
 def test_the_pretrained_body_is_the_shipped_one_and_the_probe_trains_only_the_head():

@@ -249,7 +249,7 @@ def test_mirrored_strategy_on_two_cpu_devices(tmp_path):
 
 
 def test_bias_study_plots_loss_against_bias(tmp_path):
-    from training.tuning import bias_table, plot_bias_study
+    from training.experiments.bias_study import bias_table, plot_bias_study
 
     summary = [{"kind": "highway", "depth": d, "transform_bias": b,
                 "final_train_loss": {"mean": 0.1 * -b, "std": 0.0},

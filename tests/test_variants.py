@@ -9,7 +9,7 @@ from test_training import separable_digits
 
 import zoo
 from training import cli
-from training.variants import matched_width, parameter_count, variants_study
+from training.experiments.variants import matched_width, parameter_count, variants_study
 
 
 def test_matched_widths_follow_the_stated_rule():

@@ -5,7 +5,7 @@ The paper (Srivastava et al. 2015, §3.1) picked every network of Fig. 1 by a ra
 per epoch, ReLU or tanh, and for highway nets the transform-gate bias b_T in [-10, -1]), then
 plotted the best run's training curve per depth (left) and the mean of the top 10 runs' final
 training losses (right). `fig1()` (`highway-zoo fig1`) runs that search with KerasTuner
-(`training.tuning.search`, the paper's space, objective "loss") for every (plain | highway) x
+(`training.tuning.tuner`, the paper's space, objective "loss") for every (plain | highway) x
 depth cell on the registered `plain_fc{depth}_mnist` / `highway_fc{depth}_mnist` nets (71 /
 50 units; other depths by the `depth` override) and draws both panels from the trials.
 
@@ -44,22 +44,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from training.experiments.common import architecture
+
 KINDS = ("plain", "highway")
 DEPTHS = (10, 20, 50, 100)
 RESULTS_FILE, TABLE_FILE, FIGURE_FILE = "fig1.json", "fig1.md", "fig1.png"
 LOSS_NOTE = ("training loss = Keras's epoch loss (mean cross-entropy over the epoch's "
              "training batches)")
-
-
-def architecture(kind: str, depth: int) -> tuple[str, dict[str, int]]:
-    """The zoo name and overrides of a cell: the registered net, else the 10-layer one with
-    `depth` overridden (same width, same layout)."""
-    import zoo
-
-    name = f"{kind}_fc{depth}_mnist"
-    if name in zoo.list_models(name):
-        return name, {}
-    return f"{kind}_fc10_mnist", {"depth": depth}
 
 
 def cell_dir_name(kind: str, depth: int) -> str:
@@ -83,7 +74,7 @@ def _check(depths, kinds, trials, epochs, top) -> None:
 def _wait_for_chief(cell_dir: Path, timeout: float = 3600.0) -> None:
     """A worker waits for the chief to open the cell (write its search.json): a worker that
     wrote trial files first would make the chief refuse the directory as someone else's."""
-    from training.tuning import SETTINGS_FILE
+    from training.tuning.tuner import SETTINGS_FILE
 
     deadline = time.monotonic() + timeout
     if not (cell_dir / SETTINGS_FILE).exists():
@@ -101,7 +92,7 @@ def _finite(values: Sequence[float]) -> bool:
 
 def summarize_cell(cell_dir: Path, kind: str, depth: int, epochs: int, top: int) -> dict:
     """The cell's finished trials, ranked by final training loss (diverged runs last)."""
-    from training.tuning import PROJECT_NAME, TRIAL_HISTORY_FILE
+    from training.tuning.tuner import PROJECT_NAME, TRIAL_HISTORY_FILE
 
     runs, unfinished = [], 0
     for trial_dir in sorted((cell_dir / PROJECT_NAME).glob("trial_*")):
@@ -191,7 +182,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    from training.demo import save_figure
+    from training.experiments.common import save_figure
 
     cells = results["cells"]
     depths = sorted({c["depth"] for c in cells})
@@ -258,7 +249,7 @@ def fig1(
         ValueError: bad depths, kinds or counts.
         FileExistsError: a cell's directory holds a search with other settings.
     """
-    from training import tuning
+    from training.tuning import tuner as tuning
     from zoo.weights import write_text
 
     depths, kinds = list(depths), list(kinds)

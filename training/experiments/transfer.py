@@ -1,6 +1,7 @@
 """Transfer learning, measured: a body pretrained on Fashion-MNIST, fine-tuned on MNIST.
 
-    python -m training.transfer [--sizes 100,1000,4000] [--seeds 3] [--steps 240] [--out DIR]
+    python -m training.experiments.transfer [--sizes 100,1000,4000] [--seeds 3] [--steps 240]
+                                            [--out DIR]
 
 For each training-set size (the first N digits of the MNIST sample's training split, shuffled
 once) and seed, the same network is trained three ways with the same optimiser and the same

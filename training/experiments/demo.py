@@ -19,73 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import zoo
 from training.data import load_dataset
+from training.experiments.common import INITS, KINDS, architecture, format_table, save_figure
 from training.trainer import claim_run_dir, train
 from zoo.weights import write_text
-
-KINDS = ("highway", "plain")
-
-# Kernel initialisations compared by the demo (both are JSON-able overrides).
-INITS = {
-    # The paper's "normalized initialization" (Glorot & Bengio), the zoo's default.
-    "glorot": "glorot_uniform",
-    # The seed NumPy write-up's uniform +-1/sqrt(fan_in): a third of Glorot's
-    # variance for square layers, so a plain tanh stack shrinks its signal by
-    # about 1/sqrt(3) per layer.
-    "seed": {
-        "class_name": "VarianceScaling",
-        "config": {"scale": 1.0 / 3.0, "mode": "fan_in", "distribution": "uniform"},
-    },
-}
-
-
-def architecture(kind: str, depth: int) -> tuple[str, dict[str, Any]]:
-    """The registered net of that depth, or the depth-10 one with a depth override."""
-    name = f"{kind}_fc{depth}_mnist"
-    if name in zoo.list_models():
-        return name, {}
-    return f"{kind}_fc10_mnist", {"depth": depth}
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, dict):
-        return f"{value['mean']:.3f} ± {value['std']:.3f}"
-    return f"{value:.3f}"
-
-
-def format_table(results: Sequence[dict[str, Any]], series: Sequence[str] = KINDS) -> str:
-    """One row per depth: test accuracy, then final training loss, of each series.
-
-    A result belongs to series `r.get("series", r["kind"])`; its values are numbers,
-    or `{"mean", "std"}` dicts printed as "mean ± std".
-    """
-    by = {(r.get("series", r["kind"]), r["depth"]): r for r in results}
-    depths = sorted({r["depth"] for r in results})
-    header = [f"{s} test acc" for s in series] + [f"{s} train loss" for s in series]
-    lines = [
-        "| depth | " + " | ".join(header) + " |",
-        "| ---: |" + " ---: |" * len(header),
-    ]
-    for d in depths:
-        cells = [
-            _cell(by.get((s, d), {}).get(key))
-            for key in ("test_accuracy", "final_train_loss") for s in series
-        ]
-        lines.append(f"| {d} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def save_figure(fig, path: Path) -> None:
-    """Writes a matplotlib figure to `path` atomically and closes it."""
-    import matplotlib.pyplot as plt
-
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
 
 
 def plot(results: Sequence[dict[str, Any]], path: Path, title: str) -> None:

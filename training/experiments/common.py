@@ -1,0 +1,259 @@
+"""What the experiments share: the FC nets they compare, figures, and one run per process.
+
+- `KINDS`, `INITS`, `architecture(kind, depth)`: the fully connected nets of the NIPS 2015
+  optimisation study by kind ("highway" or "plain") and depth, and the two kernel
+  initialisations compared.
+- `format_table`: accuracy and training loss per depth, one column pair per series.
+- `save_figure`: a matplotlib figure written atomically.
+- `train_one`, `train_in_child`, `progress`, `summarise`: one net of a study trained (in this
+  process or in its own, for per-run peak memory and CPU time) and the runs summarised
+  over seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+KINDS = ("highway", "plain")
+
+# Kernel initialisations compared by the experiments (both are JSON-able overrides).
+INITS = {
+    # The paper's "normalized initialization" (Glorot & Bengio), the zoo's default.
+    "glorot": "glorot_uniform",
+    # The seed NumPy write-up's uniform +-1/sqrt(fan_in): a third of Glorot's
+    # variance for square layers, so a plain tanh stack shrinks its signal by
+    # about 1/sqrt(3) per layer.
+    "seed": {
+        "class_name": "VarianceScaling",
+        "config": {"scale": 1.0 / 3.0, "mode": "fan_in", "distribution": "uniform"},
+    },
+}
+
+# What summarise() averages over seeds.
+SUMMARISED = ("test_accuracy", "final_train_loss", "seconds_per_epoch", "peak_rss_mb")
+_FAILED_METRICS = ("test_accuracy", "test_loss", "final_train_loss")
+
+
+def architecture(kind: str, depth: int) -> tuple[str, dict[str, Any]]:
+    """The registered net of that depth, or the depth-10 one with a depth override (same
+    width, same layout)."""
+    import zoo
+
+    name = f"{kind}_fc{depth}_mnist"
+    if name in zoo.list_models():
+        return name, {}
+    return f"{kind}_fc10_mnist", {"depth": depth}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return f"{value['mean']:.3f} ± {value['std']:.3f}"
+    return f"{value:.3f}"
+
+
+def format_table(results: Sequence[dict[str, Any]], series: Sequence[str] = KINDS) -> str:
+    """One row per depth: test accuracy, then final training loss, of each series.
+
+    A result belongs to series `r.get("series", r["kind"])`; its values are numbers,
+    or `{"mean", "std"}` dicts printed as "mean ± std".
+    """
+    by = {(r.get("series", r["kind"]), r["depth"]): r for r in results}
+    depths = sorted({r["depth"] for r in results})
+    header = [f"{s} test acc" for s in series] + [f"{s} train loss" for s in series]
+    lines = [
+        "| depth | " + " | ".join(header) + " |",
+        "| ---: |" + " ---: |" * len(header),
+    ]
+    for d in depths:
+        cells = [
+            _cell(by.get((s, d), {}).get(key))
+            for key in ("test_accuracy", "final_train_loss") for s in series
+        ]
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def save_figure(fig, path: Path) -> None:
+    """Writes a matplotlib figure to `path` atomically and closes it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+# --- One run of a study --------------------------------------------------------------
+
+
+class _EpochClock:
+    """Times epochs by watching history.json, which `train` rewrites after each one."""
+
+    def __init__(self, history: Path, interval: float = 0.01):
+        self.history, self.interval = history, interval
+        self.ends: list[float] = []
+        self._stamp: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> _EpochClock:
+        self.start = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._poll()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._poll()
+
+    def _poll(self) -> None:
+        try:
+            stamp = self.history.stat().st_mtime_ns
+            if stamp == self._stamp:
+                return
+            epochs = len(json.loads(self.history.read_text()))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return
+        self._stamp = stamp
+        now = time.perf_counter()
+        self.ends.extend([now] * (epochs - len(self.ends)))
+
+    def seconds(self) -> list[float]:
+        """Wall time of each epoch; the first also holds building and tracing the model."""
+        return list(np.diff([self.start, *self.ends]))
+
+
+def subset(data, max_train: int | None = None, max_test: int | None = None):
+    """`data` (a `training.data.Dataset`) cut to its first examples."""
+    if max_train and max_train < data.num_train:
+        data = dataclasses.replace(data, train=data.train.take(max_train), num_train=max_train)
+    if max_test and max_test < data.num_test:
+        data = dataclasses.replace(data, test=data.test.take(max_test), num_test=max_test)
+    return data
+
+
+def train_one(job: dict[str, Any], data) -> dict[str, Any]:
+    """Trains one net of a study in this process; returns its metrics and timings.
+
+    `job` names the architecture, overrides, epochs, recipe, seed and run directory."""
+    from training import train
+    from zoo.model import recursion_headroom
+
+    run_dir = Path(job["run_dir"])
+    with recursion_headroom(job["depth"]), _EpochClock(run_dir / "history.json") as clock:
+        try:
+            metrics = train(
+                job["architecture"], dataset=data, epochs=job["epochs"], out=run_dir,
+                seed=job["seed"], recipe=job["recipe"], verbose=0, **job["overrides"],
+            )
+        except FloatingPointError as err:  # the loss diverged (NonFiniteLossError)
+            metrics = {"failed": str(err), **dict.fromkeys(_FAILED_METRICS, math.nan)}
+    seconds = clock.seconds()
+    history_file = run_dir / "history.json"
+    history = json.loads(history_file.read_text()) if history_file.exists() else []
+    return {
+        **metrics,
+        "first_epoch_seconds": round(seconds[0], 3) if seconds else None,
+        "seconds_per_epoch": (
+            round(statistics.median(seconds[1:] or seconds), 3) if seconds else None
+        ),
+        "loss_curve": [e["loss"] for e in history],
+        "val_accuracy_curve": [e["val_accuracy"] for e in history],
+    }
+
+
+def _child_main() -> None:
+    """Entry point of a run's own process: reads the job from stdin, prints the result with
+    the process's peak memory and CPU time."""
+    from training.data import OfflineFallbackWarning, load_dataset
+
+    job = json.loads(sys.stdin.read())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
+        data = subset(load_dataset(job.get("dataset", "mnist"), job["data_dir"]),
+                      job.get("max_train_examples"), job.get("max_test_examples"))
+    result = train_one(job, data)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: ru_maxrss in KiB
+    result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # all threads
+    print(json.dumps(result))
+
+
+def train_in_child(job: dict[str, Any]) -> dict[str, Any]:
+    """Runs `job` (plus "dataset", "data_dir" and optional "max_train_examples" /
+    "max_test_examples") in a fresh process; its result, with "peak_rss_mb" and
+    "cpu_seconds" of that process."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    proc = subprocess.run(
+        [sys.executable, "-c", f"from {__name__} import _child_main; _child_main()"],
+        input=json.dumps(job), capture_output=True, text=True, env=env, check=False,
+    )
+    if proc.returncode:
+        raise RuntimeError(
+            f"The run in {job['run_dir']} failed (exit status {proc.returncode}):\n"
+            f"{proc.stderr[-3000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def progress(result: dict[str, Any]) -> str:
+    """One run's result as a progress line."""
+    parts = [f"test accuracy {result['test_accuracy']:.3f}",
+             f"final training loss {result['final_train_loss']:.3f}"]
+    if result["seconds_per_epoch"] is not None:
+        parts.append(f"{result['seconds_per_epoch']:.2f} s/epoch")
+    if result["peak_rss_mb"] is not None:
+        parts.append(f"peak RSS {result['peak_rss_mb']:.0f} MB")
+    if "failed" in result:
+        parts.append(f"FAILED: {result['failed']}")
+    return ", ".join(parts)
+
+
+def _stats(values: Sequence[float | None]) -> dict[str, Any] | None:
+    if any(v is None for v in values):
+        return None
+    return {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
+            "values": list(values)}
+
+
+def summarise(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and (population) std over seeds of each series and depth."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["series"], r["depth"]), []).append(r)
+    summary = []
+    for (series, depth), rows in groups.items():
+        curves = [r["loss_curve"] for r in rows]
+        length = max(len(c) for c in curves)
+        # A run stopped early (TerminateOnNaN) leaves NaN at its missing epochs.
+        padded = np.array([c + [math.nan] * (length - len(c)) for c in curves])
+        summary.append({
+            "series": series, "kind": rows[0]["kind"], "depth": depth,
+            "transform_bias": rows[0]["transform_bias"], "seeds": [r["seed"] for r in rows],
+            **{key: _stats([r.get(key) for r in rows]) for key in SUMMARISED},
+            "loss_curve_mean": padded.mean(axis=0).tolist(),
+            "loss_curve_std": padded.std(axis=0).tolist(),
+        })
+    return summary

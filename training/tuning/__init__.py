@@ -1,0 +1,15 @@
+"""Hyperparameter search as in the NIPS 2015 paper, with KerasTuner.
+
+    space.py       the paper's search space (`SearchSpace`): ranges only, no Keras
+    hypermodel.py  `ZooHyperModel`: that space as a KerasTuner HyperModel for every family
+    tuner.py       `search()`: the tuner, its directory, resuming, chief/workers, ranked trials
+
+The transform-bias study, which trains at fixed biases rather than searching, is an
+experiment: `training.experiments.bias_study`.
+"""
+
+from training.tuning.hypermodel import ZooHyperModel
+from training.tuning.space import SearchSpace
+from training.tuning.tuner import search
+
+__all__ = ["SearchSpace", "ZooHyperModel", "search"]
