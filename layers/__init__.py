@@ -1,6 +1,8 @@
-"""Highway layers: dense and convolutional highway blocks for Keras 3."""
+"""Highway layers: dense and convolutional highway blocks for Keras 3, and the input
+preprocessing layers of the zoo's networks."""
 
 from layers._highway import VARIANTS
+from layers.caffe_imagenet_preprocessing import CaffeImageNetPreprocessing
 from layers.global_contrast_normalization import GlobalContrastNormalization
 from layers.highway_conv2d import HighwayConv2D
 from layers.highway_dense import HighwayDense
@@ -8,6 +10,7 @@ from layers.highway_stack import HighwayStack
 
 __all__ = [
     "VARIANTS",
+    "CaffeImageNetPreprocessing",
     "GlobalContrastNormalization",
     "HighwayConv2D",
     "HighwayDense",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import keras
-
-from layers import GlobalContrastNormalization
+# Keras and the layers are imported inside the functions that build layers, not here: the
+# registry is read by the command line (`highway-zoo list`, `describe`) without Keras, and
+# `feature_info` / `check_input_shape` / `TOP_LAYERS` need none.
 
 # Preprocessing lives inside the model, so a model takes raw pixels 0-255.
 PREPROCESSING = {
@@ -16,20 +16,12 @@ PREPROCESSING = {
 }
 
 
-@keras.saving.register_keras_serializable(package="highway_zoo")
-class CaffeImageNetPreprocessing(keras.layers.Layer):
-    """`keras.applications.resnet50.preprocess_input` as a layer: RGB pixels 0-255 in, BGR
-    minus the ImageNet mean of each channel out (the order of Caffe-trained ResNets)."""
-
-    MEAN_BGR = (103.939, 116.779, 123.68)
-
-    def call(self, inputs):
-        bgr = keras.ops.flip(inputs, axis=-1)
-        return bgr - keras.ops.convert_to_tensor(self.MEAN_BGR, dtype=bgr.dtype)
-
-
 def image_input(input_shape, preprocessing: str):
     """An `Input` of raw pixel values and the preprocessed tensor."""
+    import keras
+
+    from layers import CaffeImageNetPreprocessing, GlobalContrastNormalization
+
     inputs = keras.Input(shape=tuple(input_shape), name="pixels")
     if preprocessing == "scale":
         x = keras.layers.Rescaling(1.0 / 255.0, name="rescale")(inputs)
@@ -54,6 +46,8 @@ def classifier(x, classes: int, classifier_activation, kernel_initializer="gloro
     compute in float32 under any dtype policy (the Keras mixed-precision guide's advice): a
     float16 or bfloat16 softmax has rows summing to 1 only within about 1e-2.
     """
+    import keras
+
     if not isinstance(classes, int) or classes < 2:
         raise ValueError(f"classes must be an integer >= 2. Received: classes={classes!r}")
     logits = keras.layers.Dense(
@@ -83,6 +77,8 @@ def features(x, pooling):
             f"pooling={pooling!r} pools a feature map over its positions, but this network's "
             f"features are a vector of shape {tuple(x.shape[1:])}: leave pooling=None."
         )
+    import keras
+
     cls, name = _POOLING_LAYERS[pooling]
     return getattr(keras.layers, cls)(name=name)(x)
 
