@@ -2,7 +2,7 @@
 
     >>> import zoo
     >>> zoo.list_models("highway_*_cifar10")
-    ['highway_a_cifar10', 'highway_b_cifar10', 'highway_c_cifar10', 'highway_cifar10']
+    ['highway_a_cifar10', 'highway_b_cifar10', 'highway_c_cifar10']
     >>> model = zoo.load("highway_b_cifar10")            # random weights
     >>> model = zoo.load("highway_fc50_mnist", depth=30, transform_bias=-3.0)
     >>> model = zoo.load("highway_fc10_mnist", weights="runs/fc10")  # a trained run
@@ -10,11 +10,25 @@
     >>> model = zoo.load("highway_conv32_fashion_mnist", weights="default", classes=5)
     >>> features = zoo.load("highway_b_cifar10", include_top=False, pooling="avg")
     >>> zoo.save(model, "my-model/"); model = zoo.load("my-model/")       # a preset
+
+`import zoo` imports neither Keras nor TensorFlow: the registry (`list_models`, `describe`,
+`RECIPES`) is pure Python, so the command line lists and describes the networks at once.
+Keras comes with the first network built: `load`, `save`, `save_weights`, `verify`,
+`HighwayZooModel` and the errors are imported on first use (PEP 562), as are the submodules
+`zoo.loading`, `zoo.model`, `zoo.presets` and `zoo.weights`.
+
+`keras.saving.load_model` reads a zoo `.keras` file once `HighwayZooModel` is registered:
+`import zoo` registers it (and the layers) when Keras is already imported (`import keras`
+first, as isort orders the imports); else `zoo.load`, `zoo.HighwayZooModel` or
+`import zoo.model` does.
 """
 
 from __future__ import annotations
 
-# Importing the family modules registers their architectures.
+import importlib
+import sys
+
+# Importing the family modules registers their architectures (no Keras: see registry.py).
 from zoo import (  # noqa: F401
     bn_cifar_nets,
     conv_nets,
@@ -23,13 +37,28 @@ from zoo import (  # noqa: F401
     imagenet_nets,
     pretrained,
 )
+
+# zoo/export.py imports no Keras at module level. It is imported here, not on first use,
+# so that `zoo.export` stays the function: the first import of the submodule `zoo.export`
+# (`from zoo.export import versions`, anywhere) sets the package attribute to the module.
 from zoo.export import export
-from zoo.loading import WeightsMismatchError, load
-from zoo.model import HighwayZooModel
-from zoo.presets import save
 from zoo.recipes import RECIPES
 from zoo.registry import describe, list_models
-from zoo.weights import WeightsHashError, save_weights, verify
+
+# Name -> the module that defines it, imported on first use (it imports Keras, or its
+# callers will).
+_LAZY = {
+    "HighwayZooModel": "zoo.model",
+    "WeightsHashError": "zoo.weights",
+    "WeightsMismatchError": "zoo.loading",
+    "load": "zoo.loading",
+    "save": "zoo.presets",
+    "save_weights": "zoo.weights",
+    "verify": "zoo.weights",
+}
+# Submodules that `import zoo` imported before the names above became lazy: `zoo.weights.X`
+# after a bare `import zoo` keeps working.
+_LAZY_SUBMODULES = ("loading", "model", "presets", "weights")
 
 __all__ = [
     "HighwayZooModel",
@@ -44,3 +73,25 @@ __all__ = [
     "save_weights",
     "verify",
 ]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name in _LAZY_SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, *_LAZY_SUBMODULES})
+
+
+# With Keras already imported the classes cost nothing more: register them, so that
+# `keras.saving.load_model` reads a zoo `.keras` file after `import keras, zoo` as before.
+if "keras" in sys.modules:
+    import layers  # noqa: F401
+    from zoo import model  # noqa: F401

@@ -17,10 +17,12 @@ of ResNet's CIFAR nets (every other pixel, channels zero-padded: option A).
 
 from __future__ import annotations
 
-import keras
-
 from zoo.heads import check_input_shape, classifier, feature_info, features, image_input
 from zoo.registry import register, register_family
+
+# Keras is imported inside the builders, not here: the registry (the
+# `register` calls below) is read by the command line (`highway-zoo list`, `describe`)
+# without Keras, which takes seconds to import.
 
 _WIDTHS, _STRIDES = (16, 32, 64), (1, 2, 2)
 _EPSILON = 1e-5  # PyTorch's BatchNorm2d default, as the reference code
@@ -30,6 +32,8 @@ _HE = {"class_name": "VarianceScaling",  # torch.nn.init.kaiming_normal_
 
 
 def _conv_bn(x, filters, stride, name, kernel=3, beta=0.0):
+    import keras
+
     x = keras.layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False,
                             kernel_initializer=keras.initializers.get(_HE),
                             name=f"{name}_conv")(x)
@@ -39,6 +43,8 @@ def _conv_bn(x, filters, stride, name, kernel=3, beta=0.0):
 
 
 def _shortcut(x, width, stride, name, kind):
+    import keras
+
     if stride == 1 and x.shape[-1] == width:
         return x
     if kind == "projection":
@@ -57,6 +63,8 @@ def _shortcut(x, width, stride, name, kind):
 
 
 def _block(x, width, stride, name, variant, shortcut, gate_beta):
+    import keras
+
     s = _shortcut(x, width, stride, name, shortcut)
     h = keras.layers.Activation("relu", name=f"{name}_1_relu")(
         _conv_bn(x, width, stride, f"{name}_1"))
@@ -91,6 +99,8 @@ def bn_cifar(
     gate_beta, classes, classifier_activation="softmax", include_top=True, pooling=None,
 ):
     """See the module docstring."""
+    import keras
+
     if variant not in ("highway", "residual"):
         raise ValueError("variant must be 'highway' or 'residual' for the BN CIFAR nets. "
                          f"Received: variant={variant!r}")

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import itertools
 
-import keras
-
-from layers import HighwayConv2D
 from zoo.heads import check_input_shape, classifier, feature_info, features, image_input
 from zoo.registry import register, register_family
+
+# Keras and the layers are imported inside the builders, not here: the registry (the
+# `register` calls below) is read by the command line (`highway-zoo list`, `describe`)
+# without Keras, which takes seconds to import.
 
 CAFFE_XAVIER = {
     "class_name": "VarianceScaling",
@@ -23,10 +24,14 @@ CAFFE_XAVIER = {
 
 
 def _init(config):
+    import keras
+
     return keras.initializers.get(config)
 
 
 def _highway_stack(x, n, kernel_sizes, prefix, activation, transform_bias, variant):
+    from layers import HighwayConv2D
+
     for i, k in zip(range(1, n + 1), itertools.cycle(kernel_sizes)):
         x = HighwayConv2D(
             k,
@@ -86,6 +91,8 @@ def highway_conv_mnist(
     The classifier reads the flattened last feature map, so with the top the input is 28x28
     (as keras.applications' VGG16); without it any size from 5x5 up.
     """
+    import keras
+
     input_shape = check_input_shape(input_shape, _MNIST_STEM)
     if include_top and tuple(input_shape[:2]) != (28, 28):
         raise ValueError(
@@ -156,6 +163,8 @@ def highway_cifar(
     conv belongs to the body: `include_top=False` returns its output; the global pool, the
     Dense of the Table 2 head and the classifier are the top.
     """
+    import keras
+
     if len(stage_widths) != len(highway_per_stage):
         raise ValueError(
             "stage_widths and highway_per_stage need one entry per stage. "

@@ -8,11 +8,12 @@ which the paper does not count: "depth 10" is 1 plain + 9 highway layers.
 
 from __future__ import annotations
 
-import keras
-
-from layers import HighwayDense, HighwayStack
 from zoo.heads import classifier, feature_info, features, image_input
 from zoo.registry import register, register_family
+
+# Keras and the layers are imported inside the builders, not here: the registry (the
+# `register` calls below) is read by the command line (`highway-zoo list`, `describe`)
+# without Keras, which takes seconds to import.
 
 FC_OVERRIDES = (
     "depth",
@@ -37,6 +38,8 @@ def _fc_net(input_shape, preprocessing, depth, width, activation, kernel_initial
             "depth counts the first plain layer plus the hidden layers and must be "
             f"an integer >= 2. Received: depth={depth!r}"
         )
+    import keras
+
     inputs, x = image_input(input_shape, preprocessing)
     x = keras.layers.Flatten(name="flatten")(x)
     x = keras.layers.Dense(
@@ -71,6 +74,8 @@ def highway_fc(
 ):
     """`stacked=True` keeps the highway layers as one `HighwayStack` (stacked weights, one
     scan): the same function, with a start-up that does not grow with depth."""
+    from layers import HighwayDense, HighwayStack
+
     args = dict(
         activation=activation,
         variant=variant,
@@ -95,6 +100,8 @@ def plain_fc(
     *, input_shape, preprocessing, depth, width, activation, kernel_initializer, classes,
     classifier_activation="softmax", include_top=True, pooling=None,
 ):
+    import keras
+
     def plain(i):
         return keras.layers.Dense(
             width, activation=activation, kernel_initializer=kernel_initializer,

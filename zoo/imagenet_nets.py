@@ -24,10 +24,12 @@ whole channels), which brings both highway nets within 1% of ResNet-50's 25,636,
 
 from __future__ import annotations
 
-import keras
-
 from zoo.heads import check_input_shape, classifier, feature_info, features, image_input
 from zoo.registry import register, register_family
+
+# Keras is imported inside the builders, not here: the registry (the
+# `register` calls below) is read by the command line (`highway-zoo list`, `describe`)
+# without Keras, which takes seconds to import.
 
 _STAGES = [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]  # (width, blocks, stride)
 _BLOCKS = [blocks for _, blocks, _ in _STAGES]  # 50 layers; (3, 4, 23, 3) would be 101
@@ -42,6 +44,8 @@ def _widths(width_multiplier):
 
 
 def _conv_bn(x, filters, kernel, stride, name, beta=0.0):
+    import keras
+
     x = keras.layers.Conv2D(filters, kernel, strides=stride,
                             padding="same" if kernel > 1 else "valid", name=f"{name}_conv")(x)
     return keras.layers.BatchNormalization(
@@ -51,6 +55,8 @@ def _conv_bn(x, filters, kernel, stride, name, beta=0.0):
 
 def _branch(x, width, stride, name, suffix="", final_relu=False, beta=0.0):
     """Conv1x1-BN-ReLU-Conv3x3-BN-ReLU-Conv1x1-BN (the last BN's beta starts at `beta`)."""
+    import keras
+
     x = _conv_bn(x, width, 1, stride, f"{name}_1{suffix}")
     x = keras.layers.Activation("relu", name=f"{name}_1{suffix}_relu")(x)
     x = _conv_bn(x, width, 3, 1, f"{name}_2{suffix}")
@@ -62,6 +68,8 @@ def _branch(x, width, stride, name, suffix="", final_relu=False, beta=0.0):
 
 
 def _block(x, width, stride, name, variant, transform_bias, first):
+    import keras
+
     if first:
         shortcut = _conv_bn(x, _EXPANSION * width, 1, stride, f"{name}_0")
     else:
@@ -98,6 +106,8 @@ def bottleneck_imagenet(
     classifier_activation="softmax", include_top=True, pooling=None,
 ):
     """ResNet-50's layout with residual or highway blocks (see the module docstring)."""
+    import keras
+
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS} for the ImageNet nets. "
                          f"Received: variant={variant!r}")

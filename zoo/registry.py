@@ -5,6 +5,9 @@ A *family* is a builder function with JSON-able keyword arguments (timm's
 metadata that travels with the model (parameter counts, the paper's numbers,
 the recipe, where each fact comes from). ``register`` adds one; everything else
 (``list_models``, ``describe``, ``load``, the tests) reads from here.
+
+No Keras here or in the family modules' top level (their builders import it when called):
+the command line reads the registry (`highway-zoo list`, `describe`) without importing it.
 """
 
 from __future__ import annotations

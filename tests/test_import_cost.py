@@ -1,0 +1,73 @@
+"""The registry costs no Keras: `import zoo`, `zoo.list_models` and `zoo.describe` (what
+`highway-zoo list` and `describe` run) import neither TensorFlow nor Keras, and the lazy
+names (`zoo.load`, ...) still work afterwards in the same process."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("tensorflow", "keras")
+
+# Prints the heavy modules imported by the registry path, then builds a network through the
+# lazy `zoo.load` and saves it as a `.keras` file for the next check.
+REGISTRY_THEN_LOAD = """
+import json, sys
+import zoo
+names = zoo.list_models()
+described = [zoo.describe(n) for n in names]
+zoo.list_models(pretrained=True)
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})
+print(json.dumps({{"heavy": heavy, "names": len(names),
+                  "features": described[0]["features"]["shape"]}}), flush=True)
+model = zoo.load("highway_fc10_mnist")
+model.save(sys.argv[1])
+print(json.dumps({{"params": model.count_params(), "class": type(model).__name__,
+                  "lazy_module": zoo.weights.__name__}}), flush=True)
+"""
+
+# `import keras` before `import zoo` (isort's order): a zoo `.keras` file loads as before.
+KERAS_FIRST_LOAD_FILE = """
+import json, sys
+import keras
+import zoo
+model = keras.saving.load_model(sys.argv[1])
+print(json.dumps({"class": type(model).__name__, "params": model.count_params()}))
+"""
+
+
+def _run(code, *args):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def registry_then_load(tmp_path_factory):
+    path = tmp_path_factory.mktemp("import_cost") / "fc10.keras"
+    return path, _run(REGISTRY_THEN_LOAD.format(heavy=set(HEAVY)), path)
+
+
+def test_list_and_describe_import_no_tensorflow_and_no_keras(registry_then_load):
+    _, (registry, _) = registry_then_load
+    assert registry["names"] > 20
+    assert registry["features"]  # describe's features: arithmetic, no model built
+    assert registry["heavy"] == [], (
+        "import zoo / list_models / describe imported " + ", ".join(registry["heavy"])
+    )
+
+
+def test_lazy_load_builds_after_the_registry_in_the_same_process(registry_then_load):
+    _, (_, loaded) = registry_then_load
+    assert loaded == {"params": 85_660, "class": "HighwayZooModel",
+                      "lazy_module": "zoo.weights"}
+
+
+def test_a_zoo_keras_file_loads_after_import_keras_then_zoo(registry_then_load):
+    path, _ = registry_then_load
+    assert _run(KERAS_FIRST_LOAD_FILE, path) == [{"class": "HighwayZooModel",
+                                                   "params": 85_660}]
