@@ -68,8 +68,8 @@ def bench_model(name: str, batch_size: int, repeats: int, epochs: int) -> dict:
     import tensorflow as tf
 
     import zoo
+    from training.pipeline import training_batches
     from training.recipes import apply_weight_decay, get_recipe, make_optimizer, recipe_name
-    from training.trainer import training_batches
 
     info = zoo.describe(name)
     recipe = get_recipe(recipe_name(info["recipe"]), batch_size=batch_size)

@@ -41,31 +41,33 @@ def _after(owner, name: str, when=lambda *args, **kwargs: True) -> None:
 
 def arm(boundary: str) -> None:
     import zoo
-    from training import callbacks, trainer
+    from training import callbacks
+    from training.checkpoints import Checkpoints, RunMonitor, trained_iterations
+    from training.run_dir import RunDir
 
     kind, _, number = boundary.partition(":")
 
     def iterations(monitor_or_checkpoints, model=None, *rest, **kwargs):
         model = model if model is not None else monitor_or_checkpoints.model
-        return trainer._iterations(model)
+        return trained_iterations(model)
 
     if kind == "start-up":
-        _after(trainer, "_write_run")
+        _after(RunDir, "write_run")
     elif kind == "mid-epoch":
-        _after(trainer._RunMonitor, "on_train_batch_end",
+        _after(RunMonitor, "on_train_batch_end",
                lambda monitor, *a, **k: iterations(monitor) == int(number))
     elif kind == "after-step-checkpoint":
-        _after(trainer.Checkpoints, "save",
+        _after(Checkpoints, "save",
                lambda checkpoints, model, it, *a: it % checkpoints.steps_per_epoch != 0)
     elif kind == "after-gate-summaries":
         _after(callbacks.GateSummaries, "on_epoch_end")
     elif kind == "after-epoch-checkpoint":
-        _after(trainer.Checkpoints, "save",
+        _after(Checkpoints, "save",
                lambda checkpoints, model, it, *a: it == int(number) * checkpoints.steps_per_epoch)
     elif kind == "during-final-save":
         _after(zoo, "save")
     elif kind == "finishing":
-        _after(trainer.Checkpoints, "remove")
+        _after(Checkpoints, "remove")
     else:
         raise SystemExit(f"unknown boundary {boundary!r}")
 

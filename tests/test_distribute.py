@@ -15,7 +15,7 @@ import pytest
 
 import zoo
 from training import distribute
-from training.trainer import Checkpoints
+from training.checkpoints import Checkpoints
 from zoo.weights import sha256_of
 
 HIGHWAY_ZOO = os.path.join(os.path.dirname(sys.executable), "highway-zoo")

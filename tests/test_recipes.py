@@ -12,6 +12,7 @@ import zoo
 from layers import GlobalContrastNormalization
 from training import augment, cli
 from training.data import Dataset
+from training.pipeline import evaluation_batches, training_batches
 from training.recipes import (
     FIELD_NAMES,
     FIELDS,
@@ -24,7 +25,7 @@ from training.recipes import (
     recipe_name,
     recipe_overrides,
 )
-from training.trainer import evaluation_batches, train, training_batches
+from training.trainer import train
 from zoo.recipes import QUICK_RECIPES, RECIPES
 
 # The Caffe solvers (spec §2, §3): iterations of batch 100 on the full training sets.

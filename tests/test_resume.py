@@ -9,6 +9,7 @@ import sys
 import time
 import warnings
 
+import keras
 import pytest
 from test_training import separable_digits
 
@@ -143,3 +144,31 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_
     with pytest.warns(OfflineFallbackWarning):
         assert cli.main(args) == 2
     assert "status 'failed: non-finite loss'" in capsys.readouterr().err
+
+
+def test_a_resumed_runs_progress_counts_the_runs_epochs(tmp_path, capsys):
+    class Interrupted(Exception):
+        pass
+
+    class InterruptAfterTheFirstEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise Interrupted  # after the run's own checkpoint of the epoch
+
+    run_dir = tmp_path / "run"
+    options = {"dataset": separable_digits(128, 64), "depth": 2, "epochs": 3, "out": run_dir,
+               "verbose": 2, "gate_summaries": False}
+    with pytest.raises(Interrupted):
+        train("highway_fc10_mnist", callbacks=[InterruptAfterTheFirstEpoch()], **options)
+    assert _read(run_dir / "run.json")["status"] == "running"
+    assert _read(run_dir / "checkpoint" / "checkpoint.json")["epoch"] == 1
+
+    def epoch_lines(out):
+        return [line for line in out.splitlines() if line.startswith("Epoch ")]
+
+    assert epoch_lines(capsys.readouterr().out) == ["Epoch 1/3"]
+    train("highway_fc10_mnist", **options)
+    out = capsys.readouterr().out
+    assert "epoch 2 of 3 goes on after batch 0" in out
+    assert epoch_lines(out) == ["Epoch 2/3", "Epoch 3/3"]  # not 2/2, 3/3
+    assert [e["epoch"] for e in _read(run_dir / "history.json")] == [1, 2, 3]
+    assert _read(run_dir / "run.json")["status"] == "finished"

@@ -151,3 +151,37 @@ def test_demo_rejects_bad_depths():
     with pytest.raises(SystemExit) as refused:
         cli.main(["demo", "--depths", "ten"])
     assert refused.value.code == 2
+
+
+def test_a_runs_progress_counts_its_own_epochs(tmp_path, capsys):
+    train("highway_fc10_mnist", dataset=separable_digits(128, 64), depth=2, epochs=3,
+          out=tmp_path / "run", verbose=2, gate_summaries=False)
+    out = capsys.readouterr().out
+    # fit() runs one epoch at a time; the progress still names the run's 3 (not 1/1, 2/2).
+    assert [line for line in out.splitlines() if line.startswith("Epoch ")] == [
+        "Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
+
+
+def test_user_callbacks_see_every_epoch_with_the_runs_logs(tmp_path):
+    class Recorder(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.calls.append((epoch, dict(logs), self.params["epochs"]))
+
+    recorder = Recorder()
+    run_dir = tmp_path / "run"
+    train("highway_fc10_mnist", dataset=separable_digits(128, 64), depth=2, epochs=3,
+          out=run_dir, verbose=0, gate_summaries=False, callbacks=[recorder])
+    history = json.loads((run_dir / "history.json").read_text())
+    assert [(epoch, epochs) for epoch, _, epochs in recorder.calls] == [(0, 3), (1, 3), (2, 3)]
+    for (_, logs, _), entry in zip(recorder.calls, history, strict=True):
+        assert set(logs) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+        assert {k: float(v) for k, v in logs.items()} == pytest.approx(
+            {k: entry[k] for k in logs})
+    with pytest.raises(TypeError, match="keras.callbacks.Callback"):
+        train("highway_fc10_mnist", dataset=separable_digits(64, 32), depth=2, epochs=1,
+              out=tmp_path / "other", verbose=0, callbacks=[print])
+    assert not (tmp_path / "other").exists()

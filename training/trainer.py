@@ -1,6 +1,7 @@
 """`train()`: one zoo network, one dataset, one run directory; runs that survive faults.
 
-A run directory holds everything needed to compare, repeat and resume the run::
+A run directory (`training.run_dir.RunDir`) holds everything needed to compare, repeat and
+resume the run::
 
     run.json                  command, versions, seed, recipe, data source, model metadata,
                               distribution (strategy, replicas, global batch), status
@@ -28,23 +29,21 @@ A non-finite training loss stops the run (`NonFiniteLossError`, status "failed: 
 loss"); the last checkpoint taken before it stays. Every file is written to a temporary
 name and renamed into place (`zoo.weights.atomic_path`), so a kill never leaves a
 half-written file, and a lock (`.lock`) keeps a second process out of a live run.
+
+The pieces: `training.run_dir` (the directory: layout, lock, records, status),
+`training.checkpoints` (checkpoints and the run's monitoring callback),
+`training.pipeline` (the input pipelines).
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import datetime
-import fcntl
-import json
-import math
 import os
 import platform
 import shutil
 import sys
-import time
-import zipfile
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import keras
@@ -52,139 +51,31 @@ import numpy as np
 import tensorflow as tf
 
 import zoo
-from training import augment, distribute
+from training import distribute
 from training.callbacks import GateSummaries
+from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
 from training.data import Dataset, load_dataset
-from training.recipes import (
-    FIELD_NAMES,
-    apply_weight_decay,
-    get_recipe,
-    is_bias,
-    make_optimizer,
-    recipe_name,
+from training.pipeline import evaluation_batches, training_batches
+from training.recipes import apply_weight_decay, get_recipe, is_bias, make_optimizer, recipe_name
+from training.run_dir import (
+    FINISHED,
+    LOCK_FILE,
+    NON_FINITE,
+    RUNNING,
+    WORKERS_DIR,
+    RunDir,
+    RunDirError,
+    RunWriteError,
 )
-from zoo.analysis.evolution import GATES_FILE
-from zoo.weights import MODEL_FILE, WEIGHTS_FILE, atomic_path, hash_path, sha256_of, write_text
+from training.run_dir import claim_dir as claim_run_dir  # noqa: F401  (until its users move)
+from zoo.weights import hash_path
 
-RUN_FILE = "run.json"
-HISTORY_FILE = "history.json"
-METRICS_FILE = "metrics.json"
-CHECKPOINT_DIR = "checkpoint"
-WORKERS_DIR = "workers"
-LOCK_FILE = ".lock"
-NON_FINITE = "failed: non-finite loss"
-
-
-class RunDirError(FileExistsError):
-    """A run directory that this run may neither resume nor write."""
+__all__ = ["NonFiniteLossError", "RunDirError", "RunSettings", "RunWriteError", "train",
+           "evaluation_batches", "training_batches"]
 
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite; the run stopped."""
-
-
-class RunWriteError(OSError):
-    """A run's file could not be written (disk full, read-only); what was kept is named."""
-
-
-# Files a run writes through a temporary `.<name>.<random>` beside them (zoo.weights.atomic_path).
-_RUN_FILES = (RUN_FILE, HISTORY_FILE, METRICS_FILE, MODEL_FILE, WEIGHTS_FILE,
-              hash_path(WEIGHTS_FILE).name, GATES_FILE)
-
-
-def _is_temporary(path: Path) -> bool:
-    """A temporary file of an atomic write that a killed process left behind."""
-    return path.is_file() and any(path.name.startswith(f".{name}.") for name in _RUN_FILES)
-
-
-def remove_temporary_files(run_dir: Path) -> list[Path]:
-    """Removes what killed writers left in `run_dir` and its checkpoint directory (call it
-    holding the run's lock: no live writer then); returns what was removed."""
-    checkpoint_dir = run_dir / CHECKPOINT_DIR
-    left = [p for p in run_dir.iterdir() if _is_temporary(p)] if run_dir.is_dir() else []
-    if checkpoint_dir.is_dir():
-        left += [p for p in checkpoint_dir.iterdir() if p.name.startswith(".") and p.is_file()]
-    for path in left:
-        path.unlink(missing_ok=True)
-    return left
-
-
-def default_run_dir(name: str) -> Path:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{name}-{stamp}"
-
-
-def claim_run_dir(path: str | os.PathLike) -> Path:
-    """Creates `path` for new output; refuses one that already holds files."""
-    path = Path(path)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise FileExistsError(
-            f"Run directory {path} already exists and is not empty; refusing to "
-            "overwrite a previous run. Pass a new --out, or move the old run away."
-        )
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-# --- Input pipelines ----------------------------------------------------------------
-
-
-def _with_data_sharding(ds: tf.data.Dataset) -> tf.data.Dataset:
-    # Multi-worker: every worker reads all data in the same order and keeps its share of
-    # each batch (datasets with one file cannot be split by file).
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options)
-
-
-def _to_float(x, y):
-    return tf.cast(x, tf.float32), y
-
-
-def pipeline(split: tf.data.Dataset, batch_size: int, shuffle: int = 0, seed: int = 0):
-    """Batches of float32 raw pixels (the model preprocesses) and int labels."""
-    if shuffle:
-        split = split.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
-    return (
-        split.batch(batch_size)
-        .map(_to_float, num_parallel_calls=tf.data.AUTOTUNE)
-        .prefetch(tf.data.AUTOTUNE)
-    )
-
-
-def training_batches(
-    split: tf.data.Dataset,
-    *,
-    num_examples: int,
-    batch_size: int,
-    seed: int,
-    epoch: int,
-    augmentation: str = "none",
-    skip_batches: int = 0,
-) -> tf.data.Dataset:
-    """The training batches of epoch `epoch` (0-based), float32 raw pixels and labels.
-
-    The epoch is shuffled (and augmented) from a seed made of `seed` and `epoch` alone,
-    so it holds the same batches whether or not the run was interrupted before it;
-    `skip_batches` drops the first batches, which a checkpoint already saw.
-    """
-    augment_fn = augment.get(augmentation)
-    epoch_seed = seed * 1_000_003 + epoch
-    ds = split.shuffle(num_examples, seed=epoch_seed, reshuffle_each_iteration=False)
-    if augment_fn is None:
-        ds = ds.batch(batch_size).map(_to_float, num_parallel_calls=tf.data.AUTOTUNE)
-    else:
-        ds = ds.enumerate().map(
-            lambda i, xy: (augment_fn(xy[0], tf.stack([tf.constant(epoch_seed, tf.int64), i])),
-                           xy[1]),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        ).batch(batch_size)
-    return _with_data_sharding(ds.skip(skip_batches).prefetch(tf.data.AUTOTUNE))
-
-
-def evaluation_batches(split: tf.data.Dataset, batch_size: int = 1000) -> tf.data.Dataset:
-    """The test split as it is: no shuffling, no augmentation."""
-    return _with_data_sharding(pipeline(split, batch_size))
 
 
 def _check_compatible(name: str, data: Dataset, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -206,308 +97,39 @@ def _check_compatible(name: str, data: Dataset, overrides: dict[str, Any]) -> di
     return overrides
 
 
-# --- Run directories: claim, resume or refuse ---------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """What a run trains and how: all `train()` settles before it takes the directory."""
 
+    config: dict[str, Any]  # architecture, overrides, recipe, seed, dataset: what a resume
+    data: Dataset           # must match (training.run_dir.run_config)
+    strategy: tf.distribute.Strategy
+    strategy_name: str
+    role: distribute.Role
+    checkpoint_every: int | None = None
+    verbose: int | str = "auto"
+    gate_summaries: bool = True
+    callbacks: tuple[keras.callbacks.Callback, ...] = ()
 
-def _json(value: Any) -> Any:
-    """`value` as it reads back from JSON (tuples become lists, numbers stay numbers)."""
-    return json.loads(json.dumps(value, default=str))
+    @property
+    def architecture(self) -> str:
+        return self.config["architecture"]
 
+    @property
+    def recipe(self) -> dict[str, Any]:
+        return self.config["recipe"]
 
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        flat = {}
-        for key, item in value.items():
-            flat.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
-        return flat
-    return {prefix: value}
+    @property
+    def seed(self) -> int:
+        return self.config["seed"]
 
+    @property
+    def epochs(self) -> int:
+        return self.recipe["epochs"]
 
-def _config_differences(recorded: dict[str, Any], config: dict[str, Any]) -> list[str]:
-    old, new = _flat(_json({k: recorded.get(k) for k in config})), _flat(_json(config))
-    return [
-        f"{key}: recorded {old.get(key, '(absent)')!r}, now {new.get(key, '(absent)')!r}"
-        for key in sorted(set(old) | set(new))
-        if old.get(key) != new.get(key)
-    ]
-
-
-def _run_config(record: dict[str, Any]) -> dict[str, Any]:
-    """What must match for a run to resume: the recipe's settings, not its description."""
-    recipe = record.get("recipe") or {}
-    return {
-        "architecture": record.get("architecture"),
-        "overrides": record.get("overrides"),
-        "recipe": {k: recipe.get(k) for k in ("name", *FIELD_NAMES)},
-        "seed": record.get("seed"),
-        "dataset": record.get("dataset"),
-    }
-
-
-def inspect_run_dir(
-    run_dir: Path, config: dict[str, Any], ignore: tuple[str, ...] = (LOCK_FILE,)
-) -> dict[str, Any] | None:
-    """The run.json record of an interrupted run in `run_dir` that this `config` resumes;
-    None for a new or empty directory.
-
-    Raises:
-        RunDirError: the directory holds a finished or failed run, a run of another
-            configuration, or files that are not a run; the message says which.
-    """
-    if not run_dir.exists():
-        return None
-    if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir} exists and is not a directory; choose another --out.")
-    if not [p for p in run_dir.iterdir() if p.name not in ignore and not _is_temporary(p)]:
-        return None
-    run_file = run_dir / RUN_FILE
-    try:
-        record = json.loads(run_file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunDirError(
-            f"Run directory {run_dir} already exists and is not empty; refusing to "
-            "overwrite a previous run. Pass a new --out, or move the old run away."
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise RunDirError(
-            f"{run_file} is damaged ({err}); it is always written whole, so it was changed "
-            "by hand or by a failing disk. Restore it, or choose a new --out."
-        ) from None
-    status = record.get("status")
-    if status == "finished":
-        raise RunDirError(
-            f"Run directory {run_dir} holds a run that already finished (results in "
-            f"{run_dir / METRICS_FILE}); refusing to redo or overwrite it. Choose a new --out."
-        )
-    if status != "running":
-        raise RunDirError(
-            f"Run directory {run_dir} holds a run with status {status!r}, which cannot be "
-            f"resumed; refusing to overwrite it (its last good checkpoint, if any, is in "
-            f"{run_dir / CHECKPOINT_DIR}). Choose a new --out."
-        )
-    differences = _config_differences(_run_config(record), _run_config(config))
-    if differences:
-        raise RunDirError(
-            f"Run directory {run_dir} holds an interrupted run of another configuration; "
-            "refusing to resume or overwrite it. Differences:\n  " + "\n  ".join(differences)
-            + "\nRepeat the recorded configuration to resume it (its command: "
-            f"{' '.join(record.get('command') or [])}), or choose a new --out."
-        )
-    return record
-
-
-@contextlib.contextmanager
-def _locked(run_dir: Path) -> Iterator[None]:
-    """Holds an exclusive lock on `run_dir` (released by the kernel if the process dies)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / LOCK_FILE, "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunDirError(
-                f"Run directory {run_dir} is in use by another training process (it holds "
-                f"{run_dir / LOCK_FILE}); wait for it to end or choose another --out."
-            ) from None
-        try:
-            yield
-        finally:
-            (run_dir / LOCK_FILE).unlink(missing_ok=True)
-
-
-# --- Checkpoints --------------------------------------------------------------------
-
-
-class Checkpoints:
-    """The latest training states of a run: `ckpt-<iteration>.keras` (model and optimizer
-    variables, the iteration count among them) and `checkpoint.json`, which names the
-    latest with its sha256 and is replaced only after the file is complete.
-
-    A checkpoint is a `.keras` archive because Keras writes those through Python's file
-    I/O: a full disk is a clean OSError. (A `.weights.h5` is written by HDF5, which
-    crashed the process with a segmentation fault when the disk filled up.)
-
-    `keep` states are kept (the newest this process saved or restored): multi-worker runs
-    keep two, so that workers killed one checkpoint apart can agree on a common one.
-    """
-
-    POINTER = "checkpoint.json"
-
-    def __init__(self, directory: Path, steps_per_epoch: int, keep: int = 1):
-        self.directory, self.steps_per_epoch, self.keep = directory, steps_per_epoch, keep
-        self._kept: list[str] = []
-
-    @staticmethod
-    def file_name(iterations: int) -> str:
-        return f"ckpt-{iterations:09d}.keras"
-
-    def record(self, iterations: int) -> dict[str, Any]:
-        epoch, batch = divmod(iterations, self.steps_per_epoch)
-        return {"file": self.file_name(iterations), "iterations": iterations,
-                "epoch": epoch, "batch": batch}
-
-    def latest(self) -> dict[str, Any] | None:
-        pointer = self.directory / self.POINTER
-        if not pointer.is_file():
-            return None
-        record = json.loads(pointer.read_text(encoding="utf-8"))
-        if not (self.directory / record["file"]).is_file():
-            raise RunDirError(
-                f"{pointer} names {record['file']}, which is missing; the checkpoint "
-                "directory was changed by hand. Restore the file or choose a new --out."
-            )
-        return record
-
-    def save(self, model: keras.Model, iterations: int, train_seconds: float = 0.0) -> None:
-        record = self.record(iterations)
-        try:
-            with atomic_path(self.directory / record["file"], overwrite=True) as tmp:
-                model.save(tmp, overwrite=True)
-                record["sha256"] = sha256_of(tmp)
-            record["saved"] = datetime.datetime.now().isoformat(timespec="seconds")
-            record["train_seconds"] = round(train_seconds, 2)
-            write_text(self.directory / self.POINTER, json.dumps(record, indent=2) + "\n",
-                       overwrite=True)
-        except OSError as err:
-            (self.directory / record["file"]).unlink(missing_ok=True)
-            previous = self.latest()
-            kept = (f"the previous checkpoint ({_position(previous)}) stays" if previous
-                    else "no checkpoint was kept")
-            raise RunWriteError(
-                f"Could not write the checkpoint of iteration {iterations} in "
-                f"{self.directory}: {err.strerror or err}; {kept}. Free some space (or fix the "
-                "directory), then run the same command again to resume."
-            ) from err
-        self._kept = [*self._kept, record["file"]][-self.keep:]
-        for old in self.directory.glob("ckpt-*"):
-            if old.name not in self._kept:  # older ones, or newer ones not agreed on
-                old.unlink(missing_ok=True)
-
-    def restore(self, model: keras.Model, iterations: int) -> dict[str, Any]:
-        """Loads the checkpoint of `iterations` into the compiled `model`; its record."""
-        record = self.record(iterations)
-        latest = self.latest()
-        if latest and latest["iterations"] == iterations:
-            record = {**record, **latest}  # its file name, sha256 and training time
-        path = self.directory / record["file"]
-        if not path.is_file():
-            raise RunDirError(
-                f"No checkpoint of iteration {iterations} in {self.directory} (the workers "
-                "agreed on it, but this one's were lost); choose a new --out."
-            )
-        restart = (f"delete {self.directory} to train this run again from epoch 1, or choose "
-                   "a new --out")
-        if "sha256" in record and (actual := sha256_of(path)) != record["sha256"]:
-            raise RunDirError(
-                f"Checkpoint {path} is damaged: its sha256 is {actual}, but "
-                f"{self.POINTER} records {record['sha256']}; {restart}."
-            )
-        if not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
-        try:
-            model.load_weights(path)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
-            raise RunDirError(
-                f"Checkpoint {path} cannot be read ({type(err).__name__}: "
-                f"{' '.join(str(err).split())}); {restart}."
-            ) from None
-        restored = _iterations(model)
-        if restored != iterations:
-            raise RunDirError(
-                f"Checkpoint {path} holds iteration {restored}, not {iterations}; it does not "
-                "belong to this run. Choose a new --out."
-            )
-        self._kept = [record["file"]]
-        return record
-
-    def remove(self) -> None:
-        for path in self.directory.glob("*"):
-            path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            self.directory.rmdir()
-
-
-def _position(record: dict[str, Any]) -> str:
-    """Where a checkpoint stands, for people: "end of epoch 2", "epoch 3, batch 50"."""
-    where = (f"end of epoch {record['epoch']}" if not record["batch"]
-             else f"epoch {record['epoch'] + 1}, batch {record['batch']}")
-    return f"{where}, iteration {record['iterations']}"
-
-
-def _iterations(model: keras.Model) -> int:
-    return int(keras.ops.convert_to_numpy(model.optimizer.iterations.value))
-
-
-def _scalar(value: Any) -> float:
-    return float(np.mean(keras.ops.convert_to_numpy(value)))
-
-
-class _RunMonitor(keras.callbacks.Callback):
-    """Stops at a non-finite loss, then (if the loss is fine) writes history.json and
-    checkpoints: every epoch, and every `checkpoint_every` steps."""
-
-    def __init__(self, run_dir: Path, checkpoints: Checkpoints, history: list[dict],
-                 checkpoint_every: int | None):
-        super().__init__()
-        self.run_dir, self.checkpoints, self.history = run_dir, checkpoints, history
-        self.checkpoint_every = checkpoint_every
-        self.failure: dict[str, Any] | None = None
-        self.first_batch = 0  # of the first epoch of a fit() that resumes mid-epoch
-        # Training time of the whole run: before this process (from the checkpoint) + since.
-        self.seconds_before = 0.0
-        self.started = time.perf_counter()
-
-    def train_seconds(self) -> float:
-        return self.seconds_before + time.perf_counter() - self.started
-
-    def on_train_batch_end(self, batch, logs=None):
-        loss = _scalar((logs or {}).get("loss", 0.0))
-        if not math.isfinite(loss):
-            self._fail(loss)
-            return
-        if self.checkpoint_every:
-            iterations = _iterations(self.model)
-            if iterations % self.checkpoint_every == 0 and (
-                iterations % self.checkpoints.steps_per_epoch
-            ):  # epoch ends are saved by on_epoch_end, after validation
-                self.checkpoints.save(self.model, iterations, self.train_seconds())
-
-    def _fail(self, loss: float) -> None:
-        iterations = _iterations(self.model)
-        epoch, batch = divmod(iterations - 1, self.checkpoints.steps_per_epoch)
-        last = self.checkpoints.latest()
-        kept = (
-            f"the last good checkpoint ({_position(last)}) stays in "
-            f"{self.checkpoints.directory}" if last else "no checkpoint had been written yet"
-        )
-        message = (
-            f"The training loss became {loss} at epoch {epoch + 1}, batch {batch + 1} "
-            f"(iteration {iterations}); training stopped and {kept}. The learning rate is "
-            "probably too high: lower it (--learning-rate), clip gradients "
-            "(--global-clipnorm), or check the data for NaN or infinite values."
-        )
-        self.failure = {"epoch": epoch + 1, "batch": batch + 1, "iterations": iterations,
-                        "loss": str(loss), "message": message}
-        self.model.stop_training = True
-
-    def on_epoch_end(self, epoch, logs=None):
-        if self.failure is not None:
-            return  # the weights are not finite: keep the last good checkpoint
-        logs = {k: _scalar(v) for k, v in (logs or {}).items()}
-        if not math.isfinite(logs.get("loss", 0.0)):
-            self._fail(logs["loss"])
-            return
-        entry = {"epoch": epoch + 1, **logs,
-                 "learning_rate": _scalar(self.model.optimizer.learning_rate)}
-        if self.first_batch:
-            entry["resumed_at_batch"] = self.first_batch  # metrics cover the rest
-            self.first_batch = 0
-        self.history.append(entry)
-        write_text(self.run_dir / HISTORY_FILE, json.dumps(self.history, indent=2) + "\n",
-                   overwrite=True)
-        self.checkpoints.save(self.model, _iterations(self.model), self.train_seconds())
-
-
-# --- train() ------------------------------------------------------------------------
+    @property
+    def steps_per_epoch(self) -> int:
+        return -(-self.data.num_train // self.recipe["batch_size"])
 
 
 def _strategy(strategy: str | tf.distribute.Strategy | None) -> tuple[str, Any]:
@@ -516,10 +138,6 @@ def _strategy(strategy: str | tf.distribute.Strategy | None) -> tuple[str, Any]:
     if isinstance(strategy, str):
         return strategy, distribute.make_strategy(strategy)
     return type(strategy).__name__, strategy
-
-
-def _write_run(run_dir: Path, run: dict[str, Any]) -> None:
-    write_text(run_dir / RUN_FILE, json.dumps(run, indent=2, default=str) + "\n", overwrite=True)
 
 
 def _now() -> str:
@@ -542,6 +160,7 @@ def train(
     strategy: str | tf.distribute.Strategy | None = None,
     checkpoint_every: int | None = None,
     gate_summaries: bool = True,
+    callbacks: Sequence[keras.callbacks.Callback] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Trains zoo network `name` with a recipe and writes (or resumes) a run directory.
@@ -559,7 +178,8 @@ def train(
         seed: seeds Python, NumPy, TensorFlow, the shuffling and the augmentation.
         recipe: "paper" (default: the architecture's recipe), "quick" (its quick
             version) or a `zoo.RECIPES` name.
-        verbose: `model.fit`'s verbosity (progress bar by default).
+        verbose: `model.fit`'s verbosity (progress bar by default). The progress counts
+            the run's epochs ("Epoch 3/400"), also in a resumed run.
         recipe_overrides: recipe fields to change (`training.recipes.FIELDS`), e.g.
             `{"weight_decay": 0.0, "augmentation": "none"}`.
         strategy: "default", "mirrored", "multiworker" (`training.distribute`) or a
@@ -567,6 +187,16 @@ def train(
         checkpoint_every: also checkpoint every this many steps (default: every epoch).
         gate_summaries: write the transform gates' TensorBoard summaries and gates.json
             every epoch (`training.callbacks.GateSummaries`, in `RUN_DIR/tensorboard`).
+        callbacks: your own Keras callbacks, called after the run's own: an epoch's
+            history.json entry and checkpoint are written when your `on_epoch_end`
+            sees its logs (the metrics, "val_" ones on the test split). Their
+            `params["epochs"]` is the run's epoch count, and epochs are numbered as the
+            run numbers them (0-based; a resumed run starts at its checkpoint's epoch).
+            The run calls `fit` once per epoch (each epoch's data order comes from its
+            own seed), so `on_train_begin`/`on_train_end` come around every epoch, and
+            the first epoch of a run resumed mid-epoch has only its remaining batches.
+            An exception in a callback stops the run as an interruption does: the same
+            call resumes it from its last checkpoint.
         **overrides: architecture overrides, as for `zoo.load`.
 
     Returns:
@@ -589,6 +219,12 @@ def train(
         raise ValueError(
             f"checkpoint_every must be a positive number of steps. Received: {checkpoint_every!r}"
         )
+    callbacks = tuple(callbacks or ())
+    for callback in callbacks:
+        if not isinstance(callback, keras.callbacks.Callback):
+            raise TypeError(
+                f"callbacks must be keras.callbacks.Callback instances. Received: {callback!r}"
+            )
     data = dataset if isinstance(dataset, Dataset) else load_dataset(
         dataset or info["dataset"], data_dir
     )
@@ -597,61 +233,58 @@ def train(
     role = distribute.role(strategy_)
     if role.workers > 1 and out is None:
         raise ValueError("A multi-worker run needs --out, the same on every worker.")
-    base_dir = Path(out) if out is not None else default_run_dir(name)
-    run_dir = base_dir if role.is_chief else base_dir / WORKERS_DIR / str(role.index)
+    base_dir = RunDir(out) if out is not None else RunDir.default(name)
+    run_dir = base_dir if role.is_chief else base_dir.worker(role.index)
     ignore = (LOCK_FILE, WORKERS_DIR) if role.is_chief else (LOCK_FILE,)
-    config = {
-        "architecture": name,
-        "overrides": overrides,
-        "recipe": recipe_,
-        "seed": seed,
-        "dataset": {"name": data.name, "source": data.source,
-                    "num_train": data.num_train, "num_test": data.num_test},
-    }
-    inspect_run_dir(run_dir, config, ignore)  # refuse before touching anything
-    with _locked(run_dir):
-        previous = inspect_run_dir(run_dir, config, ignore)
+    settings = RunSettings(
+        config={
+            "architecture": name,
+            "overrides": overrides,
+            "recipe": recipe_,
+            "seed": seed,
+            "dataset": {"name": data.name, "source": data.source,
+                        "num_train": data.num_train, "num_test": data.num_test},
+        },
+        data=data, strategy=strategy_, strategy_name=strategy_name, role=role,
+        checkpoint_every=checkpoint_every, verbose=verbose, gate_summaries=gate_summaries,
+        callbacks=callbacks,
+    )
+    run_dir.inspect(settings.config, ignore)  # refuse before touching anything
+    with run_dir.locked():
+        previous = run_dir.inspect(settings.config, ignore)
         if previous is not None:
-            remove_temporary_files(run_dir)  # of the killed process; none is live (the lock)
-        return _train_in(run_dir, base_dir, previous, config, data, strategy_, strategy_name,
-                         role, checkpoint_every, verbose, gate_summaries)
+            run_dir.remove_temporary_files()  # of the killed process; none is live (the lock)
+        return _train_in(settings, run_dir=run_dir, base_dir=base_dir, previous=previous)
 
 
-def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name, role,
-              checkpoint_every, verbose, gate_summaries) -> dict[str, Any]:
-    name, recipe, seed = config["architecture"], config["recipe"], config["seed"]
-    steps_per_epoch = -(-data.num_train // recipe["batch_size"])
-    multi_worker = role.workers > 1
-    checkpoints = Checkpoints(run_dir / CHECKPOINT_DIR, steps_per_epoch,
-                              keep=2 if multi_worker else 1)
+def _train_in(settings: RunSettings, *, run_dir: RunDir, base_dir: RunDir,
+              previous: dict[str, Any] | None) -> dict[str, Any]:
+    """Trains in `run_dir`, which this process has locked: from scratch, or on from
+    `previous` (the run.json of the interrupted run there)."""
+    recipe, role = settings.recipe, settings.role
+    steps_per_epoch = settings.steps_per_epoch
+    checkpoints = Checkpoints(run_dir.checkpoint_dir, steps_per_epoch,
+                              keep=2 if role.workers > 1 else 1)
     run = previous or {
         "command": sys.argv,
-        **config,
+        **settings.config,
         "versions": {"python": platform.python_version(), "tensorflow": tf.__version__,
                      "keras": keras.__version__},
         "started": _now(),
     }
     run.update(
-        status="running",
-        distribution=distribute.describe(strategy, strategy_name, recipe["batch_size"]),
+        status=RUNNING,
+        distribution=distribute.describe(settings.strategy, settings.strategy_name,
+                                         recipe["batch_size"]),
         role={"chief": role.is_chief, "worker_index": role.index},
         steps_per_epoch=steps_per_epoch,
-        checkpoint_every=checkpoint_every,
+        checkpoint_every=settings.checkpoint_every,
     )
-    _write_run(run_dir, run)
+    run_dir.write_run(run)
 
-    keras.utils.set_random_seed(seed)
-    with strategy.scope():
-        model = zoo.load(name, **config["overrides"])
-        decay = apply_weight_decay(model, recipe)
-        model.compile(
-            optimizer=make_optimizer(recipe, steps_per_epoch),
-            loss=keras.losses.SparseCategoricalCrossentropy(),
-            metrics=["accuracy"],
-        )
-        model.optimizer.build(model.trainable_variables)  # its variables under the strategy
+    model, decay = _compiled_model(settings)
     latest = checkpoints.latest()
-    if previous is not None and latest is None and (run_dir / METRICS_FILE).is_file():
+    if previous is not None and latest is None and run_dir.metrics_file.is_file():
         # Killed as it was finishing: the final files are complete (metrics.json comes last).
         print(f"Finishing the interrupted run in {run_dir}: its final files are complete.",
               flush=True)
@@ -659,31 +292,16 @@ def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name
                                               "finished_only": True})
         return _finish(run_dir, base_dir, run, checkpoints)
     start = latest["iterations"] if latest else 0
-    if multi_worker:  # workers killed one checkpoint apart resume from the common one
-        start = distribute.minimum_over_workers(strategy, start)
+    if role.workers > 1:  # workers killed one checkpoint apart resume from the common one
+        start = distribute.minimum_over_workers(settings.strategy, start)
     # Outside the scope: restoring reads variables eagerly.
     restored = checkpoints.restore(model, start) if start else None
     first_epoch, skip = divmod(start, steps_per_epoch)
     history: list[dict] = []
     if previous is not None:
-        if latest and latest["iterations"] != start:
-            print(f"This worker's latest checkpoint is at iteration {latest['iterations']}, "
-                  f"another worker's at {start}: all resume from {start}.", flush=True)
-        if restored and first_epoch >= recipe["epochs"]:
-            print(f"Resuming the interrupted run in {run_dir} from its checkpoint "
-                  f"({_position(restored)}): all {recipe['epochs']} epochs are trained; "
-                  "writing the final files.", flush=True)
-        elif restored:
-            print(f"Resuming the interrupted run in {run_dir} from its checkpoint "
-                  f"({_position(restored)}): epoch {first_epoch + 1} of {recipe['epochs']} "
-                  f"goes on after batch {skip}.", flush=True)
-        else:
-            print(f"Restarting the interrupted run in {run_dir} from epoch 1: there is no "
-                  "checkpoint to resume from.", flush=True)
-        history_file = run_dir / HISTORY_FILE
-        if history_file.is_file():  # epochs after the checkpoint are trained again
-            history = [e for e in json.loads(history_file.read_text(encoding="utf-8"))
-                       if e["epoch"] <= first_epoch]
+        _say_how_it_resumes(run_dir, settings, latest, start, restored)
+        # Epochs after the checkpoint are trained again.
+        history = [e for e in run_dir.read_history() if e["epoch"] <= first_epoch]
         run.setdefault("resumed", []).append({
             "at": _now(), "command": sys.argv, "iterations": start,
             "epoch": first_epoch, "batch": skip,
@@ -694,38 +312,15 @@ def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name
         bias_lr_mult={"value": recipe["bias_lr_mult"],
                       "biases": sum(is_bias(v) for v in model.trainable_variables)},
     )
-    _write_run(run_dir, run)
+    run_dir.write_run(run)
 
-    def batches(epoch: int, skip_batches: int = 0) -> tf.data.Dataset:
-        return training_batches(
-            data.train, num_examples=data.num_train, batch_size=recipe["batch_size"],
-            seed=seed, epoch=epoch, augmentation=recipe["augmentation"],
-            skip_batches=skip_batches,
-        )
-
-    test_ds = evaluation_batches(data.test)
-    distribute.prepare_model(model, strategy, batches(0).element_spec)
-    monitor = _RunMonitor(run_dir, checkpoints, history, checkpoint_every)
+    monitor = RunMonitor(run_dir, checkpoints, history, settings.checkpoint_every)
     monitor.seconds_before = (restored or {}).get("train_seconds", 0.0)
-    callbacks = [monitor]
-    if gate_summaries and role.is_chief:  # one set of summaries per run
-        # Before the checkpoint: an epoch whose checkpoint exists has its summaries.
-        callbacks.insert(0, GateSummaries(run_dir / "tensorboard", data.test,
-                                          final_epoch=recipe["epochs"]))
-    # One fit() per epoch: each epoch's data order comes from its own seed.
-    for epoch in range(first_epoch, recipe["epochs"]):
-        skip_batches = skip if epoch == first_epoch else 0
-        monitor.first_batch = skip_batches
-        model.fit(
-            batches(epoch, skip_batches), initial_epoch=epoch, epochs=epoch + 1,
-            validation_data=test_ds, callbacks=callbacks, shuffle=False, verbose=verbose,
-        )
-        if monitor.failure:
-            break
+    _fit(model, settings, run_dir, monitor, start)
     train_seconds = monitor.train_seconds()
     if monitor.failure:
         run.update(status=NON_FINITE, failure=monitor.failure, failed=_now())
-        _write_run(run_dir, run)
+        run_dir.write_run(run)
         raise NonFiniteLossError(monitor.failure["message"])
 
     last = history[-1]  # its val_* come from the final weights: no second test pass
@@ -735,46 +330,133 @@ def _train_in(run_dir, base_dir, previous, config, data, strategy, strategy_name
         "final_train_loss": last["loss"],
         "final_train_accuracy": last["accuracy"],
         "train_seconds": round(train_seconds, 2),
-        "epochs": recipe["epochs"],
-        "iterations": _iterations(model),
+        "epochs": settings.epochs,
+        "iterations": trained_iterations(model),
     }
     if previous is not None:  # final files of this same run, if it was killed finishing
-        for leftover in (WEIGHTS_FILE, hash_path(WEIGHTS_FILE), MODEL_FILE, METRICS_FILE):
-            (run_dir / leftover).unlink(missing_ok=True)
+        for leftover in (run_dir.weights_file, hash_path(run_dir.weights_file),
+                         run_dir.model_file, run_dir.metrics_file):
+            leftover.unlink(missing_ok=True)
     _check_space_for_final_files(run_dir, model, checkpoints)
     # The run directory is a preset: its model card shows what was measured and how.
-    zoo.save(model, run_dir, metrics=metrics, training={
-        "dataset": f"{config['dataset']['name']} ({config['dataset']['num_train']} train / "
-                   f"{config['dataset']['num_test']} test; {config['dataset']['source']})",
-        "recipe": recipe.get("name"), "seed": seed, "command": " ".join(run["command"]),
+    dataset = settings.config["dataset"]
+    zoo.save(model, run_dir.path, metrics=metrics, training={
+        "dataset": f"{dataset['name']} ({dataset['num_train']} train / "
+                   f"{dataset['num_test']} test; {dataset['source']})",
+        "recipe": recipe.get("name"), "seed": settings.seed, "command": " ".join(run["command"]),
     })
     # Written last (every worker: it marks its final files complete), then the checkpoint
     # goes: a process killed in between finds metrics.json and only finishes.
-    write_text(run_dir / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
+    run_dir.write_metrics(metrics)
     return _finish(run_dir, base_dir, run, checkpoints)
 
 
-def _finish(run_dir: Path, base_dir: Path, run: dict[str, Any],
+def _compiled_model(settings: RunSettings) -> tuple[keras.Model, Any]:
+    """The run's model, seeded and compiled under its strategy; its weight decay."""
+    recipe = settings.recipe
+    keras.utils.set_random_seed(settings.seed)
+    with settings.strategy.scope():
+        model = zoo.load(settings.architecture, **settings.config["overrides"])
+        decay = apply_weight_decay(model, recipe)
+        model.compile(
+            optimizer=make_optimizer(recipe, settings.steps_per_epoch),
+            loss=keras.losses.SparseCategoricalCrossentropy(),
+            metrics=["accuracy"],
+        )
+        model.optimizer.build(model.trainable_variables)  # its variables under the strategy
+    return model, decay
+
+
+def _say_how_it_resumes(run_dir: RunDir, settings: RunSettings, latest: dict | None,
+                        start: int, restored: dict | None) -> None:
+    first_epoch, skip = divmod(start, settings.steps_per_epoch)
+    epochs = settings.epochs
+    if latest and latest["iterations"] != start:
+        print(f"This worker's latest checkpoint is at iteration {latest['iterations']}, "
+              f"another worker's at {start}: all resume from {start}.", flush=True)
+    if restored and first_epoch >= epochs:
+        print(f"Resuming the interrupted run in {run_dir} from its checkpoint "
+              f"({position_of(restored)}): all {epochs} epochs are trained; "
+              "writing the final files.", flush=True)
+    elif restored:
+        print(f"Resuming the interrupted run in {run_dir} from its checkpoint "
+              f"({position_of(restored)}): epoch {first_epoch + 1} of {epochs} "
+              f"goes on after batch {skip}.", flush=True)
+    else:
+        print(f"Restarting the interrupted run in {run_dir} from epoch 1: there is no "
+              "checkpoint to resume from.", flush=True)
+
+
+def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: RunMonitor,
+         start: int) -> None:
+    """Trains from iteration `start` to the last epoch (or a non-finite loss), one `fit`
+    per epoch: each epoch's data order comes from its own seed."""
+    recipe, data = settings.recipe, settings.data
+    first_epoch, skip = divmod(start, settings.steps_per_epoch)
+
+    def batches(epoch: int, skip_batches: int = 0) -> tf.data.Dataset:
+        return training_batches(
+            data.train, num_examples=data.num_train, batch_size=recipe["batch_size"],
+            seed=settings.seed, epoch=epoch, augmentation=recipe["augmentation"],
+            skip_batches=skip_batches,
+        )
+
+    test_ds = evaluation_batches(data.test)
+    distribute.prepare_model(model, settings.strategy, batches(0).element_spec)
+    callbacks: list[keras.callbacks.Callback] = [monitor, *settings.callbacks]
+    if settings.gate_summaries and settings.role.is_chief:  # one set of summaries per run
+        # Before the checkpoint: an epoch whose checkpoint exists has its summaries.
+        callbacks.insert(0, GateSummaries(run_dir.tensorboard_dir, data.test,
+                                          final_epoch=settings.epochs))
+    for epoch in range(first_epoch, settings.epochs):
+        skip_batches = skip if epoch == first_epoch else 0
+        monitor.first_batch = skip_batches
+        epoch_batches = batches(epoch, skip_batches)
+        model.fit(
+            epoch_batches, initial_epoch=epoch, epochs=epoch + 1, validation_data=test_ds,
+            callbacks=_run_callbacks(model, callbacks, epoch_batches, settings),
+            shuffle=False, verbose=settings.verbose,
+        )
+        if monitor.failure:
+            break
+
+
+def _run_callbacks(model: keras.Model, callbacks: list[keras.callbacks.Callback],
+                   epoch_batches: tf.data.Dataset,
+                   settings: RunSettings) -> keras.callbacks.CallbackList:
+    """The callbacks of one epoch's `fit`, as `fit` would make them (with its history and
+    progress bar) but told the run's epoch count: the progress says "Epoch k/N" with the
+    run's N, not k/k."""
+    steps = int(epoch_batches.cardinality())
+    return keras.callbacks.CallbackList(
+        callbacks, add_history=True, add_progbar=settings.verbose != 0,
+        verbose=settings.verbose, epochs=settings.epochs, steps=steps if steps >= 0 else None,
+        model=model,
+    )
+
+
+def _finish(run_dir: RunDir, base_dir: RunDir, run: dict[str, Any],
             checkpoints: Checkpoints) -> dict[str, Any]:
     """Removes the checkpoints of a run whose final files are complete; marks it finished."""
-    metrics = json.loads((run_dir / METRICS_FILE).read_text(encoding="utf-8"))
+    metrics = run_dir.read_metrics()
     checkpoints.remove()
-    run.update(status="finished", finished=_now(), iterations=metrics["iterations"])
-    _write_run(run_dir, run)
+    run.update(status=FINISHED, finished=_now(), iterations=metrics["iterations"])
+    run_dir.write_run(run)
     return {**metrics, "run_dir": str(base_dir)}
 
 
-def _check_space_for_final_files(run_dir: Path, model: keras.Model,
+def _check_space_for_final_files(run_dir: RunDir, model: keras.Model,
                                  checkpoints: Checkpoints) -> None:
     """Refuses to start the final save without room for it: HDF5, which writes the final
     weights (zoo.save), crashes the process (segmentation fault) when the disk fills up."""
     # The weights, HDF5's few KB per variable, and the small files beside them.
     needed = sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize + 4096
                  for w in model.weights) + (256 << 10)
-    free = shutil.disk_usage(run_dir).free
+    free = shutil.disk_usage(run_dir.path).free
     if free < needed:
         latest = checkpoints.latest()
-        kept = f"The last checkpoint ({_position(latest)}) stays" if latest else "Nothing is lost"
+        kept = (f"The last checkpoint ({position_of(latest)}) stays" if latest
+                else "Nothing is lost")
         raise RunWriteError(
             f"Not enough space in {run_dir} for the final weights: about {needed / 1e6:.2f} MB "
             f"needed, {free / 1e6:.2f} MB free. {kept}: free some space, then run the same "

@@ -1,0 +1,217 @@
+"""A run's checkpoints and the callback that takes them.
+
+`Checkpoints` keeps the latest training states of a run in its `checkpoint/` directory;
+`RunMonitor` is the Keras callback of every run (`training.trainer.train`): it stops the
+run at a non-finite loss, and otherwise writes history.json and a checkpoint at the end of
+every epoch (and every `checkpoint_every` steps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import math
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from training.run_dir import RunDir, RunDirError, RunWriteError
+from zoo.weights import atomic_path, sha256_of, write_text
+
+
+class Checkpoints:
+    """The latest training states of a run: `ckpt-<iteration>.keras` (model and optimizer
+    variables, the iteration count among them) and `checkpoint.json`, which names the
+    latest with its sha256 and is replaced only after the file is complete.
+
+    A checkpoint is a `.keras` archive because Keras writes those through Python's file
+    I/O: a full disk is a clean OSError. (A `.weights.h5` is written by HDF5, which
+    crashed the process with a segmentation fault when the disk filled up.)
+
+    `keep` states are kept (the newest this process saved or restored): multi-worker runs
+    keep two, so that workers killed one checkpoint apart can agree on a common one.
+    """
+
+    POINTER = "checkpoint.json"
+
+    def __init__(self, directory: Path, steps_per_epoch: int, keep: int = 1):
+        self.directory, self.steps_per_epoch, self.keep = directory, steps_per_epoch, keep
+        self._kept: list[str] = []
+
+    @staticmethod
+    def file_name(iterations: int) -> str:
+        return f"ckpt-{iterations:09d}.keras"
+
+    def record(self, iterations: int) -> dict[str, Any]:
+        epoch, batch = divmod(iterations, self.steps_per_epoch)
+        return {"file": self.file_name(iterations), "iterations": iterations,
+                "epoch": epoch, "batch": batch}
+
+    def latest(self) -> dict[str, Any] | None:
+        pointer = self.directory / self.POINTER
+        if not pointer.is_file():
+            return None
+        record = json.loads(pointer.read_text(encoding="utf-8"))
+        if not (self.directory / record["file"]).is_file():
+            raise RunDirError(
+                f"{pointer} names {record['file']}, which is missing; the checkpoint "
+                "directory was changed by hand. Restore the file or choose a new --out."
+            )
+        return record
+
+    def save(self, model: keras.Model, iterations: int, train_seconds: float = 0.0) -> None:
+        record = self.record(iterations)
+        try:
+            with atomic_path(self.directory / record["file"], overwrite=True) as tmp:
+                model.save(tmp, overwrite=True)
+                record["sha256"] = sha256_of(tmp)
+            record["saved"] = datetime.datetime.now().isoformat(timespec="seconds")
+            record["train_seconds"] = round(train_seconds, 2)
+            write_text(self.directory / self.POINTER, json.dumps(record, indent=2) + "\n",
+                       overwrite=True)
+        except OSError as err:
+            (self.directory / record["file"]).unlink(missing_ok=True)
+            previous = self.latest()
+            kept = (f"the previous checkpoint ({position_of(previous)}) stays" if previous
+                    else "no checkpoint was kept")
+            raise RunWriteError(
+                f"Could not write the checkpoint of iteration {iterations} in "
+                f"{self.directory}: {err.strerror or err}; {kept}. Free some space (or fix the "
+                "directory), then run the same command again to resume."
+            ) from err
+        self._kept = [*self._kept, record["file"]][-self.keep:]
+        for old in self.directory.glob("ckpt-*"):
+            if old.name not in self._kept:  # older ones, or newer ones not agreed on
+                old.unlink(missing_ok=True)
+
+    def restore(self, model: keras.Model, iterations: int) -> dict[str, Any]:
+        """Loads the checkpoint of `iterations` into the compiled `model`; its record."""
+        record = self.record(iterations)
+        latest = self.latest()
+        if latest and latest["iterations"] == iterations:
+            record = {**record, **latest}  # its file name, sha256 and training time
+        path = self.directory / record["file"]
+        if not path.is_file():
+            raise RunDirError(
+                f"No checkpoint of iteration {iterations} in {self.directory} (the workers "
+                "agreed on it, but this one's were lost); choose a new --out."
+            )
+        restart = (f"delete {self.directory} to train this run again from epoch 1, or choose "
+                   "a new --out")
+        if "sha256" in record and (actual := sha256_of(path)) != record["sha256"]:
+            raise RunDirError(
+                f"Checkpoint {path} is damaged: its sha256 is {actual}, but "
+                f"{self.POINTER} records {record['sha256']}; {restart}."
+            )
+        if not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        try:
+            model.load_weights(path)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+            raise RunDirError(
+                f"Checkpoint {path} cannot be read ({type(err).__name__}: "
+                f"{' '.join(str(err).split())}); {restart}."
+            ) from None
+        restored = trained_iterations(model)
+        if restored != iterations:
+            raise RunDirError(
+                f"Checkpoint {path} holds iteration {restored}, not {iterations}; it does not "
+                "belong to this run. Choose a new --out."
+            )
+        self._kept = [record["file"]]
+        return record
+
+    def remove(self) -> None:
+        for path in self.directory.glob("*"):
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.directory.rmdir()
+
+
+def position_of(record: dict[str, Any]) -> str:
+    """Where a checkpoint stands, for people: "end of epoch 2", "epoch 3, batch 50"."""
+    where = (f"end of epoch {record['epoch']}" if not record["batch"]
+             else f"epoch {record['epoch'] + 1}, batch {record['batch']}")
+    return f"{where}, iteration {record['iterations']}"
+
+
+def trained_iterations(model: keras.Model) -> int:
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations.value))
+
+
+def _scalar(value: Any) -> float:
+    return float(np.mean(keras.ops.convert_to_numpy(value)))
+
+
+class RunMonitor(keras.callbacks.Callback):
+    """Stops at a non-finite loss, then (if the loss is fine) writes history.json and
+    checkpoints: every epoch, and every `checkpoint_every` steps.
+
+    `history` is the run's history so far (epochs before this process), which it extends;
+    `failure` describes where the loss stopped being finite (None while it is).
+    """
+
+    def __init__(self, run_dir: RunDir, checkpoints: Checkpoints, history: list[dict],
+                 checkpoint_every: int | None):
+        super().__init__()
+        self.run_dir, self.checkpoints, self.history = run_dir, checkpoints, history
+        self.checkpoint_every = checkpoint_every
+        self.failure: dict[str, Any] | None = None
+        self.first_batch = 0  # of the first epoch of a fit() that resumes mid-epoch
+        # Training time of the whole run: before this process (from the checkpoint) + since.
+        self.seconds_before = 0.0
+        self.started = time.perf_counter()
+
+    def train_seconds(self) -> float:
+        return self.seconds_before + time.perf_counter() - self.started
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = _scalar((logs or {}).get("loss", 0.0))
+        if not math.isfinite(loss):
+            self._fail(loss)
+            return
+        if self.checkpoint_every:
+            iterations = trained_iterations(self.model)
+            if iterations % self.checkpoint_every == 0 and (
+                iterations % self.checkpoints.steps_per_epoch
+            ):  # epoch ends are saved by on_epoch_end, after validation
+                self.checkpoints.save(self.model, iterations, self.train_seconds())
+
+    def _fail(self, loss: float) -> None:
+        iterations = trained_iterations(self.model)
+        epoch, batch = divmod(iterations - 1, self.checkpoints.steps_per_epoch)
+        last = self.checkpoints.latest()
+        kept = (
+            f"the last good checkpoint ({position_of(last)}) stays in "
+            f"{self.checkpoints.directory}" if last else "no checkpoint had been written yet"
+        )
+        message = (
+            f"The training loss became {loss} at epoch {epoch + 1}, batch {batch + 1} "
+            f"(iteration {iterations}); training stopped and {kept}. The learning rate is "
+            "probably too high: lower it (--learning-rate), clip gradients "
+            "(--global-clipnorm), or check the data for NaN or infinite values."
+        )
+        self.failure = {"epoch": epoch + 1, "batch": batch + 1, "iterations": iterations,
+                        "loss": str(loss), "message": message}
+        self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.failure is not None:
+            return  # the weights are not finite: keep the last good checkpoint
+        logs = {k: _scalar(v) for k, v in (logs or {}).items()}
+        if not math.isfinite(logs.get("loss", 0.0)):
+            self._fail(logs["loss"])
+            return
+        entry = {"epoch": epoch + 1, **logs,
+                 "learning_rate": _scalar(self.model.optimizer.learning_rate)}
+        if self.first_batch:
+            entry["resumed_at_batch"] = self.first_batch  # metrics cover the rest
+            self.first_batch = 0
+        self.history.append(entry)
+        self.run_dir.write_history(self.history)
+        self.checkpoints.save(self.model, trained_iterations(self.model), self.train_seconds())
