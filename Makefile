@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-export TF_CPP_MIN_LOG_LEVEL ?= 2
+
 export KERAS_BACKEND ?= tensorflow
 
 .PHONY: setup demo test lint clean

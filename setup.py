@@ -13,7 +13,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["layers", "zoo", "zoo.analysis", "training", "bench", "bench.implementations"],
+    packages=["layers", "zoo", "zoo.analysis", "training", "training.experiments", "training.tuning",
+              "bench", "bench.implementations", "cli"],
     package_data={"zoo": ["pretrained/index.json", "pretrained/*.weights.h5"]},
     install_requires=[
         # One line that resolves cleanly on these machines (../shared/environment.md).
@@ -35,5 +36,5 @@ setup(
         # disk; an unpinned torch would pull several GB of CUDA packages from PyPI.
         "bench": ["torch==2.13.0"],
     },
-    entry_points={"console_scripts": ["highway-zoo=training.cli:main"]},
+    entry_points={"console_scripts": ["highway-zoo=cli:main"]},
 )

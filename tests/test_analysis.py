@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
+import cli
 import zoo
 from layers import VARIANTS, HighwayConv2D, HighwayDense, HighwayStack
 from layers.highway_stack import unstack_weights
-from training import cli
 from training.analyze import tensorboard_command
 from zoo.analysis import (
     StackedLayer,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from places import read_only_dir
 
+import cli
 import zoo
-from training import cli
 from training.data import SYSTEM_DATA_DIRS, OfflineFallbackWarning
 
 FC = "highway_fc10_mnist"
@@ -50,9 +50,13 @@ def test_usage_errors_are_one_line(capsys):
                     "(see `highway-zoo train --help`)")
     _one_line_error(capsys, ["train", FC, "--transform-bias", "nan"], "expected a finite number")
     _one_line_error(capsys, ["demo", "--depths", "1"], "depths must be integers >= 2")
-    _one_line_error(capsys, ["sweep", "--depths", "ten"], "--depths takes comma-separated")
-    _one_line_error(capsys, ["tune", FC, "--bias-range", "1"], "--bias-range")
-    _one_line_error(capsys, ["bias-study", "--biases", "x"], "--biases")
+    _one_line_error(capsys, ["sweep", "--depths", "ten"],
+                    "argument --depths: expected an integer. Received: 'ten' (a list: a,b,c)")
+    _one_line_error(capsys, ["tune", FC, "--transform-bias-range", "1"],
+                    "--transform-bias-range takes two numbers LOW,HIGH")
+    _one_line_error(capsys, ["bias-study", "--transform-bias", "x"],
+                    "argument --transform-bias: expected a number")
+    _one_line_error(capsys, ["sweep", "--init", "he"], "argument --init: invalid choice: 'he'")
     _one_line_error(capsys, ["analyze", FC], "the following arguments are required: --weights")
     _one_line_error(capsys, ["nonsense"], "invalid choice: 'nonsense'")
 
@@ -66,14 +70,15 @@ def test_bad_names_values_and_paths_are_one_line(capsys, tmp_path):
     _one_line_error(capsys, ["train", FC, "--learning-rate", "nan", "--out", str(tmp_path / "r")],
                     "learning_rate")
     _one_line_error(capsys, ["sweep", "--kinds", "highway,deep", "--out", str(tmp_path / "s")],
-                    "kinds must be distinct names")
+                    "argument --kinds: invalid choice: 'deep' (choose from highway, plain)")
     _one_line_error(capsys, ["tensorboard", str(tmp_path)], "No TensorBoard logs")
     _one_line_error(capsys, ["export", FC], "would serve an untrained network")
     _one_line_error(capsys, ["export", FC, "--random-weights", "--version",
                              "99999999999999999999", "--base-dir", str(tmp_path / "e")],
                     "TF Serving reads versions as int64")
     _one_line_error(capsys, ["export", FC, "--random-weights", "--max-batch", "0",
-                             "--base-dir", str(tmp_path / "e")], "max_batch must be a positive")
+                             "--base-dir", str(tmp_path / "e")],
+                    "argument --max-batch: expected a positive integer")
     _one_line_error(capsys, ["predict", "--model-dir", str(tmp_path), "x.npy"], "No SavedModel")
     _one_line_error(capsys, ["analyze", FC, "--weights", str(tmp_path / "none.weights.h5"),
                              "--out", str(tmp_path / "a")], "No weights file")
@@ -100,7 +105,7 @@ def test_read_only_places_are_one_line(capsys, tmp_path, read_only, exported):
     where = "Choose a location you can write to, or make it writable."
     _one_line_error(capsys, ["train", FC, "--out", str(read_only / "run")],
                     f"cannot write {read_only / 'run'}", where)
-    _one_line_error(capsys, ["tune", FC, "--dir", str(read_only / "tune")],
+    _one_line_error(capsys, ["tune", FC, "--out", str(read_only / "tune")],
                     f"cannot write {read_only / 'tune'}", where)
     if Path(SYSTEM_DATA_DIRS["fashion_mnist"][0]).is_dir():  # upstream files TFDS prepares from
         _one_line_error(capsys, ["train", "highway_fc10_fashion_mnist", "--data-dir",

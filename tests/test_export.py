@@ -20,8 +20,8 @@ from tensorflow_serving.apis import prediction_log_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 import zoo
+from cli import main
 from layers.highway_stack import unstack_weights
-from training.cli import main
 from zoo.weights import WEIGHTS_FILE, sha256_of
 
 # `zoo.export` is the function (zoo/__init__.py re-exports it); this is the module.
@@ -319,7 +319,7 @@ def test_provenance_is_recorded(models, exported, tmp_path):
     assert record["input"]["name"] == "pixels" and record["input"]["shape"] == [None, 28, 28, 1]
     assert sorted(record["signatures"]["gates"]) == ["highway_1", "highway_2"]
 
-    # By name with a run directory (what --run does): the weights' sha256 is recorded.
+    # By name with a run directory (what --weights RUN_DIR does): the weights' sha256 is recorded.
     run_dir = tmp_path / "run"
     zoo.save(models[FC], run_dir)
     path = zoo.export(FC, base_dir=tmp_path / "exported", weights=run_dir)

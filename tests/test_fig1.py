@@ -7,7 +7,7 @@ import re
 import matplotlib.image
 import pytest
 
-from training import cli
+import cli
 from training.experiments.common import architecture
 
 TINY = ["--depths", "2,3", "--trials", "2", "--epochs", "1", "--max-train-examples", "500",
@@ -64,14 +64,19 @@ def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--trials", "0"], "trials must be a positive integer. Received: 0"),
-    (["--kinds", "plain,resnet"], "kinds must be distinct names from plain, highway"),
+    (["--trials", "0"], "argument --trials: expected a positive integer. Received: '0'"),
+    (["--kinds", "plain,resnet"], "argument --kinds: invalid choice: 'resnet' (choose from "
+     "plain, highway)"),
     (["--depths", "10,10"], "depths must be distinct"),
     (["--depths", "1"], "depths must be integers >= 2"),
-    (["--top", "0"], "top must be a positive integer"),
+    (["--top", "0"], "argument --top: expected a positive integer"),
 ])
 def test_bad_options_are_refused_in_one_line(argv, message, tmp_path, capsys):
-    assert cli.main(["fig1", *argv, "--out", str(tmp_path / "f")]) == 2
+    try:
+        code = cli.main(["fig1", *argv, "--out", str(tmp_path / "f")])
+    except SystemExit as usage_error:  # argparse's
+        code = usage_error.code
+    assert code == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "f").exists()  # refused before anything was written

@@ -71,3 +71,48 @@ def test_a_zoo_keras_file_loads_after_import_keras_then_zoo(registry_then_load):
     path, _ = registry_then_load
     assert _run(KERAS_FIRST_LOAD_FILE, path) == [{"class": "HighwayZooModel",
                                                    "params": 85_660}]
+
+
+# --- the command line ------------------------------------------------------------------
+
+# Runs the command line in this process and prints the heavy modules it imported.
+CLI_MODULES = """
+import json, sys
+from cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras"))
+print(json.dumps({"code": code, "heavy": heavy}))
+"""
+
+
+@pytest.mark.parametrize("argv", [["list"], ["list", "--pretrained"],
+                                  ["describe", "highway_b_cifar10"],
+                                  ["describe", "resnet50_imagenet", "--json"]])
+def test_list_and_describe_import_no_tensorflow(argv):
+    proc = subprocess.run([sys.executable, "-c", CLI_MODULES, *argv], capture_output=True,
+                          text=True, check=True)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "heavy": []}
+    assert proc.stderr == ""
+
+
+def test_help_imports_no_tensorflow():
+    proc = subprocess.run([sys.executable, "-c", CLI_MODULES.replace(
+        "code = main(sys.argv[1:])", "try:\n    main(['--help'])\nexcept SystemExit as e:\n"
+        "    code = e.code")], capture_output=True, text=True, check=True)
+    assert "train" in proc.stdout and "describe" in proc.stdout
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"code": 0, "heavy": []}
+
+
+def test_a_training_command_prints_no_tensorflow_chatter(tmp_path):
+    """`highway-zoo train` on a machine without a GPU: stderr holds the user's warning (the
+    offline MNIST sample) once, and none of TensorFlow's C++ start-up lines."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli", "train", "highway_fc10_mnist", "--recipe", "quick",
+         "--epochs", "1", "--depth", "2", "--data-dir", str(tmp_path),
+         "--out", str(tmp_path / "run"), "--verbose", "0", "--no-gate-summaries"],
+        capture_output=True, text=True, env=env, check=True)
+    for chatter in ("oneDNN", "cuda", "cuInit", "absl", "I0000", "E0000", "W0000"):
+        assert chatter not in proc.stderr, proc.stderr
+    assert proc.stderr.count("OfflineFallbackWarning") == 1, proc.stderr

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from training import cli
+import cli
 from training.data import OfflineFallbackWarning
 from training.experiments.sweep import sweep
 
@@ -74,19 +74,36 @@ def test_isolated_runs_record_their_own_memory_and_one_series_per_bias(tmp_path)
     assert "highway b_T=-1 test acc" in (tmp_path / "sweep" / "table.md").read_text()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--kinds", "foo"], "kinds must be distinct names from highway, plain"),
-    (["--kinds", "highway,highway"], "kinds must be distinct"),
-    (["--seeds", "0"], "seeds must be a positive count"),
-    (["--activation", "sigmoid"], "activation must be one of tanh, relu"),
-    (["--init", "he"], "Unknown init 'he'; choose from glorot, seed"),
-    (["--transform-bias", "-2", "--transform-bias", "-2"], "distinct numbers"),
-    (["--epochs", "0"], "epochs must be positive"),
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kinds": ["foo"]}, "kinds must be distinct names from highway, plain"),
+    ({"kinds": ["highway", "highway"]}, "kinds must be distinct"),
+    ({"seeds": 0}, "seeds must be a positive count"),
+    ({"activation": "sigmoid"}, "activation must be one of tanh, relu"),
+    ({"init": "he"}, "Unknown init 'he'; choose from glorot, seed"),
+    ({"transform_bias": [-2, -2]}, "distinct numbers"),
+    ({"epochs": 0}, "epochs must be positive"),
 ])
-def test_bad_options_are_refused_before_any_work(tmp_path, capsys, args, message):
+def test_bad_options_are_refused_before_any_work(tmp_path, kwargs, message):
     out = tmp_path / "sweep"
-    assert cli.main(["sweep", "--depths", "2", "--out", str(out), *args]) == 2
-    assert message in capsys.readouterr().err
+    with pytest.raises(ValueError, match=message):
+        sweep([2], **{"out": out, **kwargs})
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--kinds", "foo"], "argument --kinds: invalid choice: 'foo' (choose from highway, plain)"),
+    (["--seeds", "0"], "argument --seeds: expected a positive integer"),
+    (["--activation", "sigmoid"], "argument --activation: invalid choice: 'sigmoid'"),
+    (["--init", "he"], "argument --init: invalid choice: 'he'"),
+    (["--epochs", "0"], "argument --epochs: expected a positive integer"),
+])
+def test_bad_flags_are_one_line_usage_errors(tmp_path, capsys, args, message):
+    out = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["sweep", "--depths", "2", "--out", str(out), *args])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
 
 

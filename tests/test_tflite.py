@@ -10,7 +10,7 @@ from zoo_cases import one_per_family
 
 import zoo
 import zoo.tflite
-from training.cli import main
+from cli import main
 
 FC = "highway_fc10_mnist"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import keras_tuner
 import pytest
 
+import cli
 import zoo
-from training import cli
 from training.tuning import SearchSpace, ZooHyperModel, search
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
@@ -28,7 +28,7 @@ TINY = ["--depth", "3", "--epochs", "1", "--max-train-examples", "500",
 
 
 def _tune(*args: str, env: dict | None = None, cwd: Path | None = None):
-    command = [sys.executable, "-m", "training.cli", "tune", NAME, *TINY, *args]
+    command = [sys.executable, "-m", "cli", "tune", NAME, *TINY, *args]
     return subprocess.run(command, env=env or ENV, capture_output=True, text=True,
                           timeout=TIMEOUT, cwd=cwd or Path(__file__).parent.parent)
 
@@ -84,27 +84,34 @@ def test_bad_space_is_refused(kwargs, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--tuner", "grid"], "Unknown tuner 'grid'; choose from random, bayesian, hyperband"),
-    (["--bias-range", "-1,-10"], "lower bound must be below the upper bound"),
-    (["--objective", "val_f1"],
-     "'val_f1' is not a metric the model produces; it produces loss, accuracy, val_loss, "
-     "val_accuracy"),
+    (["--tuner", "grid"], "argument --tuner: invalid choice: 'grid' (choose from random, "
+     "bayesian, hyperband)"),
+    (["--transform-bias-range=-1,-10"], "lower bound must be below the upper bound"),
+    (["--transform-bias-range", "-1", "-10", "-3"], "takes two numbers LOW,HIGH"),
+    (["--objective", "val_f1"], "argument --objective: invalid choice: 'val_f1' (choose from "
+     "loss, accuracy, val_loss, val_accuracy)"),
 ])
 def test_bad_cli_input_gives_clear_errors(argv, message, capsys, tmp_path):
-    assert cli.main(["tune", NAME, "--dir", str(tmp_path / "s"), *argv]) == 2
-    assert message in capsys.readouterr().err
+    try:
+        code = cli.main(["tune", NAME, "--out", str(tmp_path / "s"), *argv])
+    except SystemExit as usage_error:  # argparse's
+        code = usage_error.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
 
 
 def test_empty_range_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as refused:
-        cli.main(["tune", NAME, "--bias-range", ""])
+        cli.main(["tune", NAME, "--transform-bias-range", ""])
     assert refused.value.code == 2
-    assert "expected two comma-separated numbers" in capsys.readouterr().err
+    assert "argument --transform-bias-range: expected at least one value" in \
+        capsys.readouterr().err
 
 
 def test_search_writes_best_resumes_and_refuses_other_settings(tmp_path):
     out = tmp_path / "search"
-    first = _tune("--max-trials", "2", "--dir", str(out))
+    first = _tune("--max-trials", "2", "--out", str(out))
     assert first.returncode == 0, first.stderr[-3000:]
     assert re.findall(r"^trial (\d+) by tuner0: COMPLETED", first.stdout, re.M) == ["0", "1"]
     assert "| rank | trial | b_T |" in first.stdout
@@ -125,12 +132,12 @@ def test_search_writes_best_resumes_and_refuses_other_settings(tmp_path):
     assert f"| test accuracy (tuner objective) | {best['objective']['value']:.4f} |" in card
     assert model.overrides["transform_bias"] == best["hyperparameters"]["transform_bias"]
     assert model.overrides["activation"] == best["hyperparameters"]["activation"]
-    assert cli.main(["export", NAME, "--run", str(out / "best_model"),
+    assert cli.main(["export", NAME, "--weights", str(out / "best_model"),
                      "--base-dir", str(tmp_path / "exported"), "--no-warmup"]) == 0
     assert list((tmp_path / "exported").rglob("saved_model.pb"))
 
     # The same command with one more trial: the two finished trials are kept.
-    second = _tune("--max-trials", "3", "--dir", str(out))
+    second = _tune("--max-trials", "3", "--out", str(out))
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Resuming the search" in second.stdout
     assert re.findall(r"^trial (\d+) by", second.stdout, re.M) == ["2"]
@@ -161,16 +168,16 @@ def test_search_writes_best_resumes_and_refuses_other_settings(tmp_path):
     with pytest.raises(FileExistsError, match="epochs: recorded 1, now 2"):
         search(NAME, out=out, epochs=2, max_trials=3, depth=3, max_train_examples=500,
                max_test_examples=200)
-    third = _tune("--max-trials", "1", "--dir", str(out), "--overwrite")
+    third = _tune("--max-trials", "1", "--out", str(out), "--overwrite")
     assert third.returncode == 0, third.stderr[-3000:]
     assert _trial_ids(out) == ["0"]
 
 
 def test_a_killed_search_resumes_keeping_finished_trials(tmp_path):
     out = tmp_path / "killed"
-    command = [sys.executable, "-m", "training.cli", "tune", NAME, "--depth", "3", "--epochs",
+    command = [sys.executable, "-m", "cli", "tune", NAME, "--depth", "3", "--epochs",
                "3", "--max-train-examples", "1000", "--max-test-examples", "200",
-               "--max-trials", "3", "--dir", str(out)]
+               "--max-trials", "3", "--out", str(out)]
     log_file = tmp_path / "first.log"
     with open(log_file, "w") as log:
         proc = subprocess.Popen(command, env=ENV, stdout=log, stderr=subprocess.STDOUT,
@@ -210,8 +217,8 @@ def test_chief_and_two_workers_share_the_trials(tmp_path):
                    "KERASTUNER_ORACLE_PORT": port}
             log = open(tmp_path / f"{tuner_id}.log", "w")  # noqa: SIM115 (closed below)
             procs[tuner_id] = (subprocess.Popen(
-                [sys.executable, "-m", "training.cli", "tune", NAME, *TINY, "--max-trials",
-                 "4", "--dir", str(out)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                [sys.executable, "-m", "cli", "tune", NAME, *TINY, "--max-trials",
+                 "4", "--out", str(out)], env=env, stdout=log, stderr=subprocess.STDOUT,
                 cwd=Path(__file__).parent.parent, start_new_session=True), log)
             if tuner_id == "chief":
                 time.sleep(2)  # the chief writes search.json before the workers read it
@@ -240,7 +247,7 @@ def test_chief_and_two_workers_share_the_trials(tmp_path):
 
 def test_mirrored_strategy_on_two_cpu_devices(tmp_path):
     out = tmp_path / "mirrored"
-    proc = _tune("--max-trials", "1", "--dir", str(out), "--strategy", "mirrored",
+    proc = _tune("--max-trials", "1", "--out", str(out), "--strategy", "mirrored",
                  "--cpu-devices", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 replicas" in proc.stdout

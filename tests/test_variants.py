@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from test_training import separable_digits
 
+import cli
 import zoo
-from training import cli
 from training.experiments.variants import matched_width, parameter_count, variants_study
 
 

@@ -35,7 +35,6 @@ Workers train; the chief hands out trials and writes the results.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -310,49 +309,3 @@ def fig1(
 
 
 # --- Command line -------------------------------------------------------------------
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        values = []
-    if not values:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, e.g. 10,20,50,100. Received: {text!r}")
-    return values
-
-
-def add_parsers(sub) -> None:
-    """Adds the `fig1` subcommand to `highway-zoo`'s subparsers."""
-    p = sub.add_parser(
-        "fig1", help="NIPS 2015 Fig. 1 by the paper's protocol: a random search per "
-        "(plain | highway) x depth, then both panels",
-        description="Runs the paper's random search (SGD + momentum; learning rate, "
-        "momentum, decay per epoch, relu/tanh, b_T in [-10, -1] for highway nets) with "
-        "KerasTuner for every net, ranks runs by final training loss and draws Fig. 1: the "
-        "best run's loss per epoch and the mean of the top 10. Run the same command again "
-        "to resume (finished trials are kept); distributed with KerasTuner's variables "
-        "(see training/fig1.py).",
-    )
-    p.add_argument("--depths", type=_ints, default=list(DEPTHS),
-                   help="comma-separated (default 10,20,50,100)")
-    p.add_argument("--kinds", default=",".join(KINDS), help="plain,highway (default) or one")
-    p.add_argument("--trials", type=int, default=100, help="runs per net (default 100)")
-    p.add_argument("--epochs", type=int, default=12, help="epochs per run (default 12)")
-    p.add_argument("--top", type=int, default=10, help="right panel: mean of the best N "
-                   "final losses (default 10)")
-    p.add_argument("--out", help="output directory (default runs/fig1); rerun to resume")
-    p.add_argument("--data-dir", help="directory holding the upstream MNIST files")
-    p.add_argument("--batch-size", type=int, help="default: the nets' recipe's")
-    p.add_argument("--max-train-examples", type=int, help="train on the first N examples")
-    p.add_argument("--max-test-examples", type=int, help="validate on the first N examples")
-    p.add_argument("--seed", type=int, default=0)
-
-
-def run(args: argparse.Namespace) -> int:
-    fig1(args.depths, [k.strip() for k in args.kinds.split(",") if k.strip()], args.trials,
-         epochs=args.epochs, top=args.top, out=args.out, data_dir=args.data_dir,
-         batch_size=args.batch_size, max_train_examples=args.max_train_examples,
-         max_test_examples=args.max_test_examples, seed=args.seed)
-    return 0

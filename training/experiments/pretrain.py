@@ -16,12 +16,14 @@ import json
 import platform
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from zoo import pretrained
 from zoo.weights import WEIGHTS_FILE, atomic_path, sha256_of, write_text
+
+# Where the runs are trained (kept, so that an interrupted pretraining resumes).
+WORK_DIR = Path("runs") / "pretrain"
 
 # (architecture, recipe, architecture overrides used in training)
 _FAMILY = [
@@ -32,8 +34,8 @@ _FAMILY = [
     # initialisation differs: the weights load into the registered architecture.
     ("highway_fc100", "paper", {"transform_bias": -4.0}),
     ("plain_fc10", "paper", {}),
-    ("highway_conv16", "caffe_mnist_conv_short", {}),
-    ("highway_conv32", "caffe_mnist_conv_short", {}),
+    ("highway_conv16", "caffe_mnist_conv_adam", {}),
+    ("highway_conv32", "caffe_mnist_conv_adam", {}),
 ]
 PLAN = [
     (f"{stem}_{data}", recipe, overrides)
@@ -42,21 +44,26 @@ PLAN = [
 ]
 
 
-def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | None) -> dict:
+def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | None,
+             work_dir: Path = WORK_DIR) -> dict:
     import keras
     import tensorflow as tf
 
     from training import train
 
-    with tempfile.TemporaryDirectory(prefix=f"pretrain-{name}-") as tmp:
-        run_dir = Path(tmp) / "run"
+    # A run directory that outlives the process: an interrupted pretraining resumes from its
+    # last checkpoint when run again, and a finished one is only copied.
+    run_dir = Path(work_dir) / name
+    if (run_dir / "metrics.json").exists():
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+    else:
         metrics = train(name, recipe=recipe, data_dir=data_dir, out=run_dir, seed=0,
                         verbose=2, **overrides)
-        run = json.loads((run_dir / "run.json").read_text())
-        history = json.loads((run_dir / "history.json").read_text())
-        target = pretrained.PACKAGE_DIR / f"{name}.weights.h5"
-        with atomic_path(target, overwrite=True) as tmp_target:
-            shutil.copyfile(run_dir / WEIGHTS_FILE, tmp_target)
+    run = json.loads((run_dir / "run.json").read_text())
+    history = json.loads((run_dir / "history.json").read_text())
+    target = pretrained.PACKAGE_DIR / f"{name}.weights.h5"
+    with atomic_path(target, overwrite=True) as tmp_target:
+        shutil.copyfile(run_dir / WEIGHTS_FILE, tmp_target)
     return {
         "file": target.name,
         "sha256": sha256_of(target),
@@ -84,13 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="train only these architectures")
     parser.add_argument("--redo", nargs="*", default=[], help="retrain these even if present")
     parser.add_argument("--data-dir", help="where the datasets are (see training.data)")
+    parser.add_argument("--work-dir", type=Path, default=WORK_DIR,
+                        help=f"the runs' directory, kept for resuming (default {WORK_DIR})")
     args = parser.parse_args(argv)
     index = dict(pretrained.index())
     for name, recipe, overrides in PLAN:
         if (args.only and name not in args.only) or (name in index and name not in args.redo):
             continue
         print(f"== {name} ({recipe} recipe) ==", flush=True)
-        index[name] = pretrain(name, recipe, overrides, args.data_dir)
+        index[name] = pretrain(name, recipe, overrides, args.data_dir, args.work_dir)
         print(f"   test accuracy {index[name]['test_accuracy']:.4f}", flush=True)
         # Rewritten after every net, so an interrupted run keeps what it finished.
         write_text(pretrained.INDEX, json.dumps(index, indent=2, sort_keys=True) + "\n",

@@ -32,7 +32,6 @@ Writes, under `out`::
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
@@ -334,58 +333,3 @@ def variants_study(
 
 
 # --- command line ------------------------------------------------------------------------
-
-
-def _names(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def add_parsers(sub) -> None:
-    """Adds the `variants` subcommand to `highway-zoo`'s subparsers."""
-    from training.cli import _depths
-
-    p = sub.add_parser(
-        "variants", help="Greff et al. 2017 Table 1a: coupled, full, c_only, t_only, residual "
-        "and plain FC nets by depth, at equal width and matched parameters",
-        description="Trains every variant with one recipe and budget at every depth and seed, "
-        "at equal width (50) and at about equal parameters per layer (width chosen per "
-        "variant), and writes results.json, table.md and variants.png.",
-    )
-    p.add_argument("--variants", type=_names, default=list(VARIANTS),
-                   help=f"comma-separated (default {','.join(VARIANTS)})")
-    p.add_argument("--depths", type=_depths, default=[10, 20, 50, 100],
-                   help="comma-separated depths (default 10,20,50,100)")
-    p.add_argument("--seeds", type=int, default=3, help="number of seeds 0..N-1 (default 3)")
-    p.add_argument("--widths", type=_names, default=list(MODES),
-                   help="equal,matched (default) or one of them")
-    p.add_argument("--dataset", default="mnist", help="mnist (default) or fashion_mnist")
-    p.add_argument("--data-dir", help="directory holding the upstream dataset files")
-    p.add_argument("--max-train-examples", type=int, help="train on the first N examples")
-    p.add_argument("--max-test-examples", type=int, help="test on the first N examples")
-    p.add_argument("--activation", default="tanh", help="tanh (default) or relu")
-    p.add_argument("--transform-bias", type=_finite, default=-2.0, help="b_T (default -2)")
-    p.add_argument("--init", default="seed", help="seed (default) or glorot")
-    p.add_argument("--epochs", type=int, help="default: the recipe's 12")
-    p.add_argument("--per-layer", action="store_true",
-                   help="HighwayDense layers instead of one HighwayStack (same function)")
-    p.add_argument("--out", help="output directory (new or empty; default runs/variants-TIME)")
-    p.add_argument("--in-process", action="store_true",
-                   help="train every net in this process (no per-run memory or CPU time)")
-
-
-def run(args: argparse.Namespace) -> int:
-    variants_study(
-        args.variants, args.depths, args.seeds, modes=args.widths, dataset=args.dataset,
-        data_dir=args.data_dir, max_train_examples=args.max_train_examples,
-        max_test_examples=args.max_test_examples, activation=args.activation,
-        transform_bias=args.transform_bias, init=args.init, epochs=args.epochs,
-        stacked=not args.per_layer, out=args.out, isolate=not args.in_process,
-    )
-    return 0

@@ -1,0 +1,191 @@
+"""`highway-zoo`: the command line. It parses, then calls the library.
+
+Each command lives in one module of this package (`cli.models`: list, describe; `cli.train`;
+`cli.serving`: export, predict; `cli.analysis`: analyze, tensorboard; `cli.tune`;
+`cli.experiments`: demo, sweep, bias-study, variants, fig1; `cli.bench`) whose `COMMANDS` maps
+each command name to a function that adds its arguments and a function that runs it. A
+command's module is imported only when that command runs (as pip does), so `--help`, `list`
+and `describe` import neither Keras nor TensorFlow and answer at once.
+
+Errors: a mistake the user can fix is one line on stderr and exit status 2 (1 for a run that
+failed on its own, 130 / 143 for Ctrl-C / SIGTERM); a bug keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import glob
+import importlib
+import os
+import signal
+import sys
+import tempfile
+import threading
+
+from cli.args import ArgumentParser
+
+# name: (module, one-line help). The order is the order of `highway-zoo --help`.
+COMMANDS = {
+    "list": ("cli.models", "list the registered architectures"),
+    "describe": ("cli.models", "show an architecture's metadata"),
+    "train": ("cli.train", "train a zoo network with its recipe (resumable)"),
+    "demo": ("cli.experiments", "the main job: highway vs plain nets by depth on MNIST"),
+    "sweep": ("cli.experiments", "NIPS 2015 Fig. 1 with one recipe: training loss of plain "
+              "and highway nets by depth, over seeds"),
+    "bias-study": ("cli.experiments", "final training loss of deep highway FC nets against "
+                   "the transform-gate bias b_T"),
+    "variants": ("cli.experiments", "Greff et al. 2017 Table 1a: the highway variants by "
+                 "depth, at equal width and matched parameters"),
+    "fig1": ("cli.experiments", "NIPS 2015 Fig. 1 by the paper's protocol: a random search "
+             "per (plain | highway) x depth"),
+    "tune": ("cli.tune", "hyperparameter search (the NIPS 2015 random search) with "
+             "KerasTuner"),
+    "analyze": ("cli.analysis", "gate analyses of a trained net: NIPS 2015 Figs. 2-4, "
+                "routing and more"),
+    "tensorboard": ("cli.analysis", "start TensorBoard on a run's gate summaries"),
+    "export": ("cli.serving", "write a SavedModel for TF Serving (or a .tflite)"),
+    "predict": ("cli.serving", "classify images with an exported SavedModel"),
+    "bench": ("cli.bench", "benchmarks: against NumPy, PyTorch and plain Keras; wide, conv "
+              "and serving speed"),
+}
+# Commands that need no TensorFlow.
+LIGHT = ("list", "describe")
+# Commands that pick up where they stopped when run again with the same arguments.
+RESUMABLE = {"train": "the run resumes from its last checkpoint",
+             "tune": "finished trials are kept", "fig1": "finished trials are kept"}
+
+
+def build_parser(command: str | None = None) -> ArgumentParser:
+    """The parser; only `command`'s own arguments are added (its module imported)."""
+    parser = ArgumentParser(prog="highway-zoo",
+                            description="Highway Networks model zoo (Keras 3).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, summary) in COMMANDS.items():
+        p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
+        if name == command:
+            add_arguments, run = importlib.import_module(module).COMMANDS[name]
+            add_arguments(p)
+            p.set_defaults(call=run)
+    return parser
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command named in `argv` (its first word that is one), if any."""
+    return next((word for word in argv if word in COMMANDS), None)
+
+
+def import_tensorflow_quietly() -> None:
+    """Imports TensorFlow with its C++ start-up notices (absl's pre-init warning, oneDNN,
+    "Could not find cuda drivers") kept off the terminal; they are shown if the import fails.
+
+    Later C++ logs go by TF_CPP_MIN_LOG_LEVEL (unless the user set it): 2 hides information
+    and warnings; on a machine with no NVIDIA device, 3, because the one C++ error TensorFlow
+    logs there is "failed call to cuInit" (a real error still raises a Python exception)."""
+    if "tensorflow" in sys.modules:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL",
+                          "2" if glob.glob("/dev/nvidia[0-9]*") else "3")
+    with tempfile.TemporaryFile() as log:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)
+        try:
+            import keras  # noqa: F401
+            import tensorflow  # noqa: F401
+        except BaseException:
+            os.dup2(saved, 2)
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the `finally` blocks run, temporary files go."""
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals
+        return
+
+    def interrupt(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _one_line(err: BaseException) -> str:
+    """The error's message on one line, with what to do for the usual OS errors."""
+    if isinstance(err, OSError) and err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        where = f" {err.filename}" if err.filename else ""
+        return (f"cannot write{where}: {err.strerror}. Choose a location you can write to, or "
+                "make it writable.")
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC and type(err) is OSError:
+        where = f" writing {err.filename}" if err.filename else ""
+        return f"no space left on the device{where}. Free some space and run the command again."
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+
+
+def _exit_code(err: Exception) -> int | None:
+    """The exit status for an error a user can cause or fix; None for a bug (traceback)."""
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        if isinstance(err, tf.errors.UnavailableError):  # multi-worker: a peer went away
+            return 1
+    if "training.trainer" in sys.modules:
+        from training.trainer import NonFiniteLossError
+
+        if isinstance(err, NonFiniteLossError):
+            return 1
+    if "bench.driver" in sys.modules:
+        from bench.driver import MeasurementFailed
+
+        if isinstance(err, MeasurementFailed):
+            return 1
+    return 2 if isinstance(err, (ValueError, OSError)) else None
+
+
+def _message(err: Exception) -> str:
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        if isinstance(err, tf.errors.UnavailableError):
+            return ("another worker stopped; see its output, fix the cause and start all "
+                    f"workers again with the same command. ({_one_line(err)})")
+    return _one_line(err)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs a command; an error the user can cause or fix is one line on stderr and exit
+    status 2 (1 for a run that failed on its own, 128 + signal for an interrupt); a bug
+    keeps its traceback."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command(argv)
+    if command is not None and command not in LIGHT:
+        import_tensorflow_quietly()  # before the command's module imports it
+    args = build_parser(command).parse_args(argv)
+    prog = f"highway-zoo {args.command}"
+    try:
+        with _sigterm_interrupts():
+            return args.call(args) or 0
+    except KeyboardInterrupt as interrupt:
+        then = RESUMABLE.get(args.command)
+        hint = f"; run the same command again to resume ({then})" if then else ""
+        print(f"{prog}: interrupted{hint}.", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+    except Exception as err:
+        code = _exit_code(err)
+        if code is None:
+            raise
+        print(f"{prog}: error: {_message(err)}", file=sys.stderr)
+        return code

@@ -1,0 +1,29 @@
+"""`highway-zoo bench`: the benchmarks in bench/ (the one package above training)."""
+
+from __future__ import annotations
+
+from cli.args import add_list
+
+
+def _arguments(p) -> None:
+    from bench.suite import DURATION_FULL, DURATION_QUICK, FULL
+
+    p.description = ("Benchmarks: this project against NumPy, PyTorch and plain Keras; wide, "
+                     "conv and serving speed. The quick set by default "
+                     f"({DURATION_QUICK}); --full for the set the README quotes "
+                     f"({DURATION_FULL}).")
+    p.add_argument("--full", action="store_true",
+                   help="the full set the README quotes (writes bench/results)")
+    add_list(p, "--only", choices=[name for name, _ in FULL],
+             help="a subset of the benchmarks (default: all)")
+    p.add_argument("--out", metavar="DIR", help="results directory (default ./bench_results "
+                   "for the quick set, bench/results for --full)")
+
+
+def bench(args) -> int:
+    from bench.suite import run
+
+    return run(full=args.full, out_dir=args.out, only=args.only)
+
+
+COMMANDS = {"bench": (_arguments, bench)}

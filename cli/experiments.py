@@ -1,0 +1,184 @@
+"""The experiments' commands: demo, sweep, bias-study, variants, fig1 (training/experiments/)."""
+
+from __future__ import annotations
+
+from cli.args import (
+    add_activation,
+    add_data_dir,
+    add_epochs,
+    add_in_process,
+    add_init,
+    add_list,
+    add_out,
+    add_seed,
+    add_seeds,
+    add_subset,
+    depth,
+    finite,
+    positive,
+)
+
+
+def _depths(p, default) -> None:
+    add_list(p, "--depths", item=depth, default=default, help="network depths")
+
+
+# --- demo -------------------------------------------------------------------------
+
+
+def _demo_arguments(p) -> None:
+    _depths(p, (10, 20, 50))
+    add_init(p)
+    add_epochs(p)
+    add_data_dir(p)
+    add_out(p, "output directory", "runs/demo-TIME")
+    add_seed(p)
+    p.add_argument("--transform-bias", type=finite, metavar="B",
+                   help="the highway nets' b_T (default -2)")
+
+
+def demo(args) -> None:
+    from training.experiments.demo import demo as demo_
+
+    extra = {} if args.transform_bias is None else {"transform_bias": args.transform_bias}
+    demo_(args.depths, init=args.init, epochs=args.epochs, data_dir=args.data_dir,
+          out=args.out, seed=args.seed, **extra)
+
+
+# --- sweep and bias-study ---------------------------------------------------------------
+
+
+def _sweep_arguments(p) -> None:
+    from training.experiments.common import KINDS
+
+    _depths(p, (10, 20, 50, 100))
+    add_list(p, "--kinds", choices=KINDS, default=KINDS, help="the kinds of net")
+    add_seeds(p, 1)
+    add_activation(p)
+    add_list(p, "--transform-bias", item=finite, default=(-2.0,), metavar="B",
+             help="the highway nets' b_T; several give one series each")
+    add_init(p)
+    add_epochs(p)
+    add_data_dir(p)
+    add_out(p, "output directory", "runs/sweep-TIME")
+    add_in_process(p)
+
+
+def sweep(args) -> None:
+    from training.experiments.sweep import sweep as sweep_
+
+    sweep_(args.depths, args.kinds, args.seeds, activation=args.activation,
+           transform_bias=args.transform_bias, init=args.init, epochs=args.epochs,
+           data_dir=args.data_dir, out=args.out, isolate=not args.in_process)
+
+
+def _bias_study_arguments(p) -> None:
+    p.description = ("Trains highway FC nets (MNIST) at each depth with fixed transform-gate "
+                     "biases and plots the final training loss against the bias, a line per "
+                     "depth.")
+    _depths(p, (50, 100))
+    add_list(p, "--transform-bias", item=finite, default=(-1, -2, -3, -4, -6, -8, -10),
+             metavar="B", help="the b_T values")
+    add_seeds(p, 1)
+    add_activation(p)
+    p.add_argument("--recipe", default="adam_fc", help="a recipe name (default adam_fc)")
+    add_epochs(p)
+    add_data_dir(p)
+    add_out(p, "output directory", "runs/bias-study-TIME")
+    add_in_process(p)
+
+
+def bias_study(args) -> None:
+    from training.experiments.bias_study import bias_study as bias_study_
+
+    bias_study_(args.depths, args.transform_bias, args.seeds, activation=args.activation,
+                epochs=args.epochs, recipe=args.recipe, data_dir=args.data_dir, out=args.out,
+                isolate=not args.in_process)
+
+
+# --- variants -----------------------------------------------------------------------
+
+
+def _variants_arguments(p) -> None:
+    from layers import VARIANTS
+    from training.experiments.variants import MODES
+
+    p.description = (
+        "Trains every variant with one recipe and budget at every depth and seed, at equal "
+        "width (50) and at about equal parameters per layer (width chosen per variant), and "
+        "writes results.json, table.md and variants.png.")
+    add_list(p, "--variants", choices=VARIANTS, default=VARIANTS, help="the highway variants")
+    _depths(p, (10, 20, 50, 100))
+    add_seeds(p, 3)
+    add_list(p, "--widths", choices=MODES, default=MODES,
+             help="equal width, and/or about equal parameters per layer")
+    p.add_argument("--dataset", choices=("mnist", "fashion_mnist"), default="mnist",
+                   help="default mnist")
+    add_data_dir(p)
+    add_subset(p)
+    add_activation(p)
+    p.add_argument("--transform-bias", type=finite, default=-2.0, metavar="B",
+                   help="b_T (default -2)")
+    add_init(p)
+    add_epochs(p)
+    p.add_argument("--per-layer", action="store_true",
+                   help="HighwayDense layers instead of one HighwayStack (same function)")
+    add_out(p, "output directory", "runs/variants-TIME")
+    add_in_process(p)
+
+
+def variants(args) -> None:
+    from training.experiments.variants import variants_study
+
+    variants_study(
+        args.variants, args.depths, args.seeds, modes=args.widths, dataset=args.dataset,
+        data_dir=args.data_dir, max_train_examples=args.max_train_examples,
+        max_test_examples=args.max_test_examples, activation=args.activation,
+        transform_bias=args.transform_bias, init=args.init, epochs=args.epochs,
+        stacked=not args.per_layer, out=args.out, isolate=not args.in_process,
+    )
+
+
+# --- fig1 ---------------------------------------------------------------------------
+
+
+def _fig1_arguments(p) -> None:
+    from training.experiments.fig1 import DEPTHS, KINDS
+
+    p.description = (
+        "Runs the paper's random search (SGD + momentum; learning rate, momentum, decay per "
+        "epoch, relu/tanh, b_T in [-10, -1] for highway nets) with KerasTuner for every net, "
+        "ranks runs by final training loss and draws Fig. 1: the best run's loss per epoch "
+        "and the mean of the top 10. Run the same command again to resume (finished trials "
+        "are kept); distributed with KerasTuner's variables (see "
+        "training/experiments/fig1.py).")
+    _depths(p, DEPTHS)
+    add_list(p, "--kinds", choices=KINDS, default=KINDS, help="the kinds of net")
+    p.add_argument("--trials", type=positive, default=100, help="runs per net (default 100)")
+    add_epochs(p, 12)
+    p.add_argument("--top", type=positive, default=10, help="right panel: mean of the best "
+                   "N final losses (default 10)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default runs/fig1); run "
+                   "the same command again to resume")
+    add_data_dir(p)
+    p.add_argument("--batch-size", type=positive, help="default: the nets' recipe's")
+    add_subset(p)
+    add_seed(p)
+
+
+def fig1(args) -> None:
+    from training.experiments.fig1 import fig1 as fig1_
+
+    fig1_(args.depths, args.kinds, args.trials, epochs=args.epochs, top=args.top,
+          out=args.out, data_dir=args.data_dir, batch_size=args.batch_size,
+          max_train_examples=args.max_train_examples,
+          max_test_examples=args.max_test_examples, seed=args.seed)
+
+
+COMMANDS = {
+    "demo": (_demo_arguments, demo),
+    "sweep": (_sweep_arguments, sweep),
+    "bias-study": (_bias_study_arguments, bias_study),
+    "variants": (_variants_arguments, variants),
+    "fig1": (_fig1_arguments, fig1),
+}

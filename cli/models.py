@@ -1,0 +1,50 @@
+"""`highway-zoo list` and `highway-zoo describe`: the registry, without Keras or TensorFlow."""
+
+from __future__ import annotations
+
+import json
+
+
+def _list_arguments(p) -> None:
+    p.add_argument("pattern", nargs="?", default="*", help="fnmatch pattern, e.g. '*cifar*' "
+                   "(default: all)")
+    p.add_argument("--pretrained", action="store_true",
+                   help="only architectures with shipped weights (weights='default')")
+
+
+def list_models(args) -> None:
+    import zoo
+
+    names = zoo.list_models(args.pattern, pretrained=args.pretrained)
+    if not names:
+        raise ValueError(f"No architecture matches {args.pattern!r}; try `highway-zoo list`.")
+    # Both accuracies in percent: the paper's, and that of the shipped weights (if any).
+    print(f"{'name':30s} {'params':>10s} {'paper acc %':>11s} {'shipped acc %':>13s}  "
+          f"{'tag':7s} dataset")
+    for name in names:
+        m = zoo.describe(name)
+        paper = f"{m['paper_accuracy']:.2f}" if m["paper_accuracy"] else "-"
+        ours = f"{100 * m['pretrained']['test_accuracy']:.2f}" if m["pretrained"] else "-"
+        print(f"{name:30s} {m['params']:>10,d} {paper:>11s} {ours:>13s}  "
+              f"{m['provenance']:7s} {m['dataset']}")
+
+
+def _describe_arguments(p) -> None:
+    p.add_argument("name", help="architecture name (highway-zoo list)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def describe(args) -> None:
+    import zoo
+
+    meta = zoo.describe(args.name)
+    if args.json:
+        print(json.dumps(meta, indent=2, default=str))
+        return
+    for key, value in meta.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
+        print(f"{key:22s} {value}")
+
+
+COMMANDS = {"list": (_list_arguments, list_models), "describe": (_describe_arguments, describe)}

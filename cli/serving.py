@@ -1,0 +1,75 @@
+"""`highway-zoo export` and `highway-zoo predict`: TF Serving's layout, and a local check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli.args import positive
+
+
+def _export_arguments(p) -> None:
+    p.description = (
+        "Exports a zoo network as a TensorFlow SavedModel in TF Serving's layout "
+        "(BASE_DIR/NAME/VERSION), with signatures serving_default (probabilities, class_ids), "
+        "logits and gates, warm-up requests and provenance, and rewrites "
+        "BASE_DIR/models.config to list every model there. Versions are never overwritten.")
+    p.add_argument("name", help="architecture name (highway-zoo list)")
+    weights = p.add_mutually_exclusive_group()
+    weights.add_argument("--weights", help="a run directory of highway-zoo train, a model "
+                         "directory, a .weights.h5 file (with its .sha256), or 'default' for "
+                         "the shipped weights")
+    weights.add_argument("--random-weights", action="store_true",
+                         help="export a freshly initialised network (timing, testing)")
+    p.add_argument("--base-dir", default="exported", metavar="DIR",
+                   help="model base path (default exported)")
+    p.add_argument("--version", type=positive, help="version number (default: the next free one)")
+    p.add_argument("--served-name", dest="served_name",
+                   help="the model's name in TF Serving (default: NAME)")
+    p.add_argument("--no-warmup", action="store_true", help="write no warm-up requests")
+    p.add_argument("--max-batch", type=positive, metavar="N",
+                   help="the most images one request may hold (default: zoo.export's, 1024); "
+                   "a larger request fails with an error saying so")
+    p.add_argument("--batching-config", action="store_true",
+                   help="also write BASE_DIR/batching.config, TF Serving's batching "
+                   "parameters with --max-batch (--enable_batching --batching_parameters_file)")
+    p.add_argument("--format", choices=("tf_saved_model", "tflite"), default="tf_saved_model",
+                   help="tf_saved_model (default) or tflite: one file BASE_DIR/NAME/VERSION.tflite "
+                   "with the same signatures (run it with zoo.tflite.load)")
+
+
+def export(args) -> None:
+    from zoo.export import export as export_
+
+    path = export_(
+        args.name, base_dir=args.base_dir, version=args.version, weights=args.weights,
+        random_weights=args.random_weights, name=args.served_name, warmup=not args.no_warmup,
+        batching_config=args.batching_config,
+        **({} if args.max_batch is None else {"max_batch": args.max_batch}),
+        format=args.format,
+    )
+    print(f"exported {args.name} to {path}")
+    if args.format == "tf_saved_model":
+        print(f"models.config: {Path(args.base_dir).resolve() / 'models.config'}")
+
+
+def _predict_arguments(p) -> None:
+    p.description = (
+        "Loads an exported SavedModel with tf.saved_model.load and prints, per image, the "
+        "predicted class and the top probabilities. IMAGE: a PNG, or a .npy holding one image "
+        "or a batch, of raw pixel values 0-255.")
+    p.add_argument("--model-dir", required=True, metavar="DIR",
+                   help="a version directory, e.g. exported/highway_fc10_mnist/1")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="PNG or .npy files")
+    p.add_argument("--top", type=positive, default=3,
+                   help="how many classes to show (default 3)")
+
+
+def predict(args) -> None:
+    from training.predict import predict as predict_
+
+    for result in predict_(args.model_dir, args.images, top=args.top):
+        top = ", ".join(f"{c}: {p:.3f}" for c, p in result.top)
+        print(f"{result.source}: class {result.class_id}  (top-{len(result.top)}: {top})")
+
+
+COMMANDS = {"export": (_export_arguments, export), "predict": (_predict_arguments, predict)}

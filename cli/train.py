@@ -1,0 +1,92 @@
+"""`highway-zoo train`: one zoo network, its recipe, a run directory that resumes."""
+
+from __future__ import annotations
+
+import json
+
+from cli.args import add_data_dir, add_dataset, add_seed, finite, positive
+
+# Flags that become architecture overrides (dest -> type).
+OVERRIDE_FLAGS = {"depth": positive, "width": positive, "transform_bias": finite,
+                  "activation": str, "variant": str, "classes": positive}
+_OVERRIDE_HELP = {
+    "depth": "number of highway layers (FC nets)",
+    "width": "units per layer (FC nets)",
+    "transform_bias": "initial transform-gate bias b_T",
+    "activation": "the highway layers' activation (e.g. relu, tanh)",
+    "variant": "coupled, full, c_only, t_only, residual or plain (Greff et al. 2017)",
+    "classes": "number of classes (a fresh classifier)",
+}
+
+
+def add_override_flags(p) -> None:
+    group = p.add_argument_group("architecture overrides (what the family allows: "
+                                 "`highway-zoo describe NAME` lists them)")
+    for name, kind in OVERRIDE_FLAGS.items():
+        group.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
+                           help=_OVERRIDE_HELP[name])
+    group.add_argument("--stacked", action="store_const", const=True, default=None,
+                       help="highway FC nets: keep the highway layers as one HighwayStack "
+                       "(stacked weights, one scan): start-up independent of depth")
+
+
+def overrides(args) -> dict:
+    names = (*OVERRIDE_FLAGS, "stacked")
+    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+
+
+def _arguments(p) -> None:
+    from training.distribute import STRATEGIES
+    from training.recipes import add_recipe_flags
+
+    p.description = (
+        "Trains a zoo network with its paper recipe (or --recipe quick), writing a run "
+        "directory that resumes after an interruption: run the same command again. "
+        "--batch-size is the GLOBAL batch, split over all replicas; the learning rate is not "
+        "scaled with the number of replicas.")
+    p.add_argument("name", help="architecture name (highway-zoo list)")
+    add_dataset(p)
+    add_data_dir(p)
+    p.add_argument("--out", metavar="DIR", help="run directory: new, empty, or an interrupted "
+                   "run of the same configuration, which is resumed (default runs/NAME-TIME)")
+    add_seed(p)
+    p.add_argument("--recipe", default="paper", help="paper (default: the architecture's "
+                   "recipe), quick (a few minutes on a CPU) or a recipe name")
+    p.add_argument("--checkpoint-every", type=positive, metavar="STEPS",
+                   help="also checkpoint every STEPS steps (default: every epoch only)")
+    p.add_argument("--no-gate-summaries", dest="gate_summaries", action="store_false",
+                   help="do not write the transform gates' TensorBoard summaries and "
+                   "gates.json each epoch")
+    p.add_argument("--strategy", choices=STRATEGIES, default="default",
+                   help="default (one device), mirrored (all local GPUs, or the logical "
+                   "CPU devices of --cpu-devices) or multiworker (TF_CONFIG; see "
+                   "training/distribute.py)")
+    p.add_argument("--cpu-devices", type=positive, metavar="N",
+                   help="split the host CPU into N logical devices (for --strategy mirrored "
+                   "without GPUs)")
+    p.add_argument("--verbose", choices=["auto", "0", "1", "2"], default="auto",
+                   help="Keras progress: 1 a bar, 2 one line per epoch, 0 none (default auto)")
+    add_recipe_flags(p)
+    add_override_flags(p)
+
+
+def train(args) -> None:
+    from training import distribute
+    from training.recipes import recipe_overrides
+
+    if args.cpu_devices is not None:
+        distribute.set_cpu_devices(args.cpu_devices)  # before anything starts TensorFlow
+    from training import train as train_
+
+    metrics = train_(
+        args.name, dataset=args.dataset, data_dir=args.data_dir, out=args.out,
+        seed=args.seed, recipe=args.recipe, recipe_overrides=recipe_overrides(args),
+        strategy=args.strategy, checkpoint_every=args.checkpoint_every,
+        gate_summaries=args.gate_summaries,
+        verbose=args.verbose if args.verbose == "auto" else int(args.verbose),
+        **overrides(args),
+    )
+    print(json.dumps(metrics, indent=2))
+
+
+COMMANDS = {"train": (_arguments, train)}
