@@ -29,7 +29,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check layers zoo training tests bench
+	$(BIN)/ruff check layers zoo training bench cli tests
 
 clean:
 	rm -rf $(VENV) *.egg-info demo_out

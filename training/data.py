@@ -36,6 +36,7 @@ import shutil
 import struct
 import tarfile
 import tempfile
+import time
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -496,7 +497,24 @@ def _preparing(builder: Any, downloads: Path) -> Iterator[None]:
                  *data_path.parent.glob(f"{constants.INCOMPLETE_PREFIX}*_{data_path.name}")]
         for leftover in stale:
             shutil.rmtree(leftover, ignore_errors=True)
+        yield from _one_progress_line(builder.name)
+
+
+def _one_progress_line(name: str) -> Iterator[None]:
+    """TFDS's own progress bars (download, extraction, generation, shuffling: about a hundred
+    lines where stderr is not a terminal) replaced by a line when it starts and one when it
+    ends (TFDS adds its own two: where the dataset goes)."""
+    import tensorflow_datasets as tfds
+
+    print(f"Preparing {name} with TensorFlow Datasets (once per data directory) ...",
+          flush=True)
+    start = time.perf_counter()
+    tfds.display_progress_bar(False)
+    try:
         yield
+    finally:
+        tfds.display_progress_bar(True)
+        print(f"Prepared {name} in {time.perf_counter() - start:.0f} s", flush=True)
 
 
 @contextlib.contextmanager
