@@ -27,6 +27,18 @@ def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
     return fig
 
 
+def save_figure(fig, path: str | os.PathLike) -> None:
+    """Writes a pyplot figure to `path` atomically (a temporary file, then a rename) and
+    closes it: the figures of the routing report and of the experiments."""
+    import matplotlib.pyplot as plt
+
+    path = os.fspath(path)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
 def png_bytes(fig: Figure) -> bytes:
     """The figure as PNG bytes (for TensorBoard images)."""
     buffer = io.BytesIO()

@@ -189,7 +189,7 @@ def plot_routing(result: dict[str, Any], baseline: dict[str, Any] | None, layers
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from training.experiments.common import save_figure
+    from zoo.analysis.plots import save_figure
 
     fig, axes = plt.subplots(2, 3 if "layer_nmi" in result else 2,
                              figsize=(19 if "layer_nmi" in result else 13, 10))
