@@ -13,7 +13,6 @@ of the per-layer net (`highway_1`, ...; `zoo.analysis.highway_layers`).
 
 from __future__ import annotations
 
-import datetime
 import shlex
 import subprocess
 import sys
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-TENSORBOARD_DIR = "tensorboard"
+from training.run_dir import TENSORBOARD_DIR, RunDir, default_dir
+
 DEFAULT_EXAMPLES = 10000
 
 
@@ -76,7 +76,7 @@ def _default_dataset(name: str, weights: Path) -> str:
 
     import zoo
 
-    run_file = weights / "run.json"
+    run_file = RunDir(weights).run_file
     if weights.is_dir() and run_file.is_file():
         dataset = json.loads(run_file.read_text(encoding="utf-8")).get("dataset") or {}
         if isinstance(dataset, dict) and dataset.get("name"):
@@ -115,8 +115,7 @@ def analyze_weights(
     elif source.is_dir():
         out = source / "analysis"
     else:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("runs") / f"analysis-{name}-{stamp}"
+        out = default_dir(f"analysis-{name}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(
             f"Output directory {out} already exists and is not empty; refusing to overwrite "

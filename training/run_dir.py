@@ -19,7 +19,8 @@ renamed into place (`zoo.weights.atomic_path`); `RunDir.remove_temporary_files` 
 what a killed writer left.
 
 Directories that are not one run (a sweep's, a search's) take their default name from the
-same `default_dir` and are claimed by `claim_dir`.
+same `default_dir` and are claimed by `claim_dir`. Importing this module imports neither
+TensorFlow nor Keras.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from training.recipes import FIELD_NAMES
-from zoo.analysis.evolution import GATES_FILE
 from zoo.weights import MODEL_FILE, WEIGHTS_FILE, hash_path, write_text
 
 RUNS_ROOT = Path("runs")
@@ -49,10 +48,6 @@ LOCK_FILE = ".lock"
 RUNNING = "running"
 FINISHED = "finished"
 NON_FINITE = "failed: non-finite loss"
-
-# Files a run writes through a temporary `.<name>.<random>` beside them (zoo.weights.atomic_path).
-_RUN_FILES = (RUN_FILE, HISTORY_FILE, METRICS_FILE, MODEL_FILE, WEIGHTS_FILE,
-              hash_path(WEIGHTS_FILE).name, GATES_FILE)
 
 
 class RunDirError(FileExistsError):
@@ -85,9 +80,18 @@ def claim_dir(path: str | os.PathLike) -> Path:
     return path
 
 
+def _gates_file_name() -> str:
+    from zoo.analysis.evolution import GATES_FILE  # zoo.analysis imports Keras: not at import
+
+    return GATES_FILE
+
+
 def _is_temporary(path: Path) -> bool:
     """A temporary file of an atomic write that a killed process left behind."""
-    return path.is_file() and any(path.name.startswith(f".{name}.") for name in _RUN_FILES)
+    # Files a run writes through a temporary `.<name>.<random>` beside them (atomic_path).
+    run_files = (RUN_FILE, HISTORY_FILE, METRICS_FILE, MODEL_FILE, WEIGHTS_FILE,
+                 hash_path(WEIGHTS_FILE).name, _gates_file_name())
+    return path.is_file() and any(path.name.startswith(f".{name}.") for name in run_files)
 
 
 def _json(value: Any) -> Any:
@@ -115,6 +119,8 @@ def _config_differences(recorded: dict[str, Any], config: dict[str, Any]) -> lis
 
 def run_config(record: dict[str, Any]) -> dict[str, Any]:
     """What must match for a run to resume: the recipe's settings, not its description."""
+    from training.recipes import FIELD_NAMES  # imports Keras: not at import
+
     recipe = record.get("recipe") or {}
     return {
         "architecture": record.get("architecture"),
@@ -190,7 +196,7 @@ class RunDir:
 
     @property
     def gates_file(self) -> Path:
-        return self.path / GATES_FILE
+        return self.path / _gates_file_name()
 
     @property
     def model_file(self) -> Path:

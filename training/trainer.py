@@ -67,7 +67,6 @@ from training.run_dir import (
     RunDirError,
     RunWriteError,
 )
-from training.run_dir import claim_dir as claim_run_dir  # noqa: F401  (until its users move)
 from zoo.weights import hash_path
 
 __all__ = ["NonFiniteLossError", "RunDirError", "RunSettings", "RunWriteError", "train",

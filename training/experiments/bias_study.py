@@ -5,7 +5,6 @@ depth). The nets are trained by `training.experiments.sweep`.
 
 from __future__ import annotations
 
-import datetime
 import math
 import os
 from collections.abc import Sequence
@@ -79,12 +78,12 @@ def bias_study(
     writes bias_study.png (final training loss vs b_T, a line per depth) and
     bias_table.md beside the sweep's results.json."""
     from training.experiments.sweep import sweep
+    from training.run_dir import default_dir
     from zoo.weights import write_text
 
     if not biases:
         raise ValueError("biases must hold at least one value.")
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(out) if out is not None else Path("runs") / f"bias-study-{stamp}"
+    out = Path(out) if out is not None else default_dir("bias-study")
     results = sweep(depths, ["highway"], seeds, activation=activation,
                     transform_bias=[float(b) for b in biases], epochs=epochs,
                     data_dir=data_dir, out=out, recipe=recipe, isolate=isolate)

@@ -10,7 +10,6 @@ high.
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
@@ -21,7 +20,8 @@ from typing import Any
 
 from training.data import load_dataset
 from training.experiments.common import INITS, KINDS, architecture, format_table, save_figure
-from training.trainer import claim_run_dir, train
+from training.run_dir import claim_dir, default_dir
+from training.trainer import train
 from zoo.weights import write_text
 
 
@@ -69,8 +69,7 @@ def demo(
     """
     if init not in INITS:
         raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = claim_run_dir(out or Path("runs") / f"demo-{stamp}")
+    out = claim_dir(out or default_dir("demo"))
     data = load_dataset("mnist", data_dir)
     print(f"Data: {data.source}")
     results = []

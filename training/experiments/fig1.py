@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from training.experiments.common import architecture
+from training.run_dir import RUNS_ROOT
 
 KINDS = ("plain", "highway")
 DEPTHS = (10, 20, 50, 100)
@@ -253,7 +254,7 @@ def fig1(
 
     depths, kinds = list(depths), list(kinds)
     _check(depths, kinds, trials, epochs, top)
-    out = Path(out) if out is not None else Path("runs") / "fig1"
+    out = Path(out) if out is not None else RUNS_ROOT / "fig1"
     cells = [(kind, depth) for depth in sorted(depths) for kind in kinds]
     role = tuning._role()
     base_port = os.environ.get("KERASTUNER_ORACLE_PORT")

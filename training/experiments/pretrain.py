@@ -19,11 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from training.run_dir import RUNS_ROOT, RunDir
 from zoo import pretrained
-from zoo.weights import WEIGHTS_FILE, atomic_path, sha256_of, write_text
+from zoo.weights import atomic_path, sha256_of, write_text
 
 # Where the runs are trained (kept, so that an interrupted pretraining resumes).
-WORK_DIR = Path("runs") / "pretrain"
+WORK_DIR = RUNS_ROOT / "pretrain"
 
 # (architecture, recipe, architecture overrides used in training)
 _FAMILY = [
@@ -53,17 +54,17 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
 
     # A run directory that outlives the process: an interrupted pretraining resumes from its
     # last checkpoint when run again, and a finished one is only copied.
-    run_dir = Path(work_dir) / name
-    if (run_dir / "metrics.json").exists():
-        metrics = json.loads((run_dir / "metrics.json").read_text())
+    run_dir = RunDir(Path(work_dir) / name)
+    if run_dir.metrics_file.exists():
+        metrics = run_dir.read_metrics()
     else:
-        metrics = train(name, recipe=recipe, data_dir=data_dir, out=run_dir, seed=0,
+        metrics = train(name, recipe=recipe, data_dir=data_dir, out=run_dir.path, seed=0,
                         verbose=2, **overrides)
-    run = json.loads((run_dir / "run.json").read_text())
-    history = json.loads((run_dir / "history.json").read_text())
+    run = run_dir.read_run()
+    history = run_dir.read_history()
     target = pretrained.PACKAGE_DIR / f"{name}.weights.h5"
     with atomic_path(target, overwrite=True) as tmp_target:
-        shutil.copyfile(run_dir / WEIGHTS_FILE, tmp_target)
+        shutil.copyfile(run_dir.weights_file, tmp_target)
     return {
         "file": target.name,
         "sha256": sha256_of(target),

@@ -24,7 +24,6 @@ also holds building and tracing the model.
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
@@ -48,7 +47,7 @@ from training.experiments.common import (
     train_one,
 )
 from training.recipes import get_recipe
-from training.trainer import claim_run_dir
+from training.run_dir import claim_dir, default_dir
 from zoo.weights import write_text
 
 ACTIVATIONS = ("tanh", "relu")
@@ -201,8 +200,7 @@ def sweep(
     ]
     seed_list = _check_options(depths, kinds, seeds, activation, biases, init)
     recipe_ = get_recipe(recipe, epochs=epochs)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = claim_run_dir(out or Path("runs") / f"sweep-{stamp}")
+    out = claim_dir(out or default_dir("sweep"))
     data = load_dataset("mnist", data_dir)
     print(f"Data: {data.source}")
 

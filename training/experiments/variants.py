@@ -32,7 +32,6 @@ Writes, under `out`::
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
@@ -55,7 +54,7 @@ from training.experiments.common import (
     train_one,
 )
 from training.recipes import get_recipe
-from training.trainer import claim_run_dir
+from training.run_dir import claim_dir, default_dir
 from zoo.weights import write_text
 
 WIDTH = 50
@@ -239,8 +238,7 @@ def variants_study(
         raise ValueError("A loaded Dataset is trained in this process: pass isolate=False, or "
                          "a dataset name.")
     recipe_ = get_recipe(recipe, epochs=epochs)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = claim_run_dir(out or Path("runs") / f"variants-{stamp}")
+    out = claim_dir(out or default_dir("variants"))
     data = dataset if loaded else subset(load_dataset(dataset, data_dir), max_train_examples,
                                           max_test_examples)
     inputs = int(np.prod(data.image_shape))

@@ -45,7 +45,6 @@ with `tf.distribute.MirroredStrategy` (KerasTuner's `distribution_strategy`).
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -55,6 +54,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from training.run_dir import HISTORY_FILE, TENSORBOARD_DIR, default_dir
 from training.tuning.hypermodel import ZooHyperModel
 from training.tuning.space import SearchSpace
 
@@ -67,7 +67,7 @@ PROJECT_NAME = "search"
 BEST_HP_FILE = "best_hyperparameters.json"
 BEST_MODEL_DIR = "best_model"
 # Per trial, beside KerasTuner's trial.json: every epoch's metrics and the seconds taken.
-TRIAL_HISTORY_FILE = "history.json"
+TRIAL_HISTORY_FILE = HISTORY_FILE  # as in a run directory (training.run_dir)
 # Settings that may change between runs of one search directory.
 _RESUMABLE = ("max_trials",)
 
@@ -197,7 +197,7 @@ def _prepare_dir(out: Path, settings: dict[str, Any], overwrite: bool, role: str
     if role == "worker":  # the chief owns the directory
         return settings_file.exists()
     if overwrite and out.exists():
-        for child in (SETTINGS_FILE, PROJECT_NAME, "tensorboard", BEST_HP_FILE,
+        for child in (SETTINGS_FILE, PROJECT_NAME, TENSORBOARD_DIR, BEST_HP_FILE,
                       BEST_MODEL_DIR, "trials.json", "trials.md"):
             path = out / child
             if path.is_dir():
@@ -319,8 +319,7 @@ def search(
     info = zoo.describe(name)
     batch_size = batch_size or get_recipe(info["recipe"])["batch_size"]
     role = _role()
-    out = Path(out) if out is not None else Path("runs") / (
-        f"tune-{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    out = Path(out) if out is not None else default_dir(f"tune-{name}")
 
     data = load_dataset(dataset or info["dataset"], data_dir)
     if max_train_examples and max_train_examples < data.num_train:
@@ -346,7 +345,7 @@ def search(
                     "num_test": data.num_test},
     }
     resumes = _prepare_dir(out, settings, overwrite, role)
-    tb_dir = out / "tensorboard"
+    tb_dir = out / TENSORBOARD_DIR
     if role != "worker":
         tb_dir.mkdir(parents=True, exist_ok=True)
         if not any(tb_dir.glob("events.*")):
