@@ -28,11 +28,15 @@ Distribution: Keras calls callbacks outside the replica context; the gates are c
 there, eagerly, from the (mirrored) variables' values under `model.distribute_strategy`'s
 scope, so MirroredStrategy and MultiWorkerMirroredStrategy need nothing special. (A
 multi-worker run gives each worker its own run directory: see training/trainer.py.)
+
+`EpochClock`, for `train(callbacks=[EpochClock()])`, records the wall time of each epoch
+(the experiments' seconds per epoch).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +277,27 @@ class GateSummaries(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if self.final_epoch is None and self._step is not None and self._writer is not None:
             self._write_fig2()
+
+
+class EpochClock(keras.callbacks.Callback):
+    """Wall time of each epoch a run records, counted from the clock's creation (create it
+    just before `train(callbacks=[clock])`: the first epoch then also holds building and
+    tracing the model).
+
+    An epoch's end is when `train` has written its history.json entry and checkpoint (the
+    run's own callbacks come first); an epoch stopped by a non-finite loss is not recorded,
+    as the run does not record it.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.start = time.perf_counter()
+        self.ends: list[float] = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.model.stop_training:  # the run stopped at a non-finite loss
+            self.ends.append(time.perf_counter())
+
+    def seconds(self) -> list[float]:
+        """Wall time of each epoch; the first also holds building and tracing the model."""
+        return list(np.diff([self.start, *self.ends]))

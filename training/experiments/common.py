@@ -20,8 +20,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import threading
-import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,47 +102,6 @@ def save_figure(fig, path: Path) -> None:
 # --- One run of a study --------------------------------------------------------------
 
 
-class _EpochClock:
-    """Times epochs by watching history.json, which `train` rewrites after each one."""
-
-    def __init__(self, history: Path, interval: float = 0.01):
-        self.history, self.interval = history, interval
-        self.ends: list[float] = []
-        self._stamp: int | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def __enter__(self) -> _EpochClock:
-        self.start = time.perf_counter()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._poll()
-
-    def _watch(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._poll()
-
-    def _poll(self) -> None:
-        try:
-            stamp = self.history.stat().st_mtime_ns
-            if stamp == self._stamp:
-                return
-            epochs = len(json.loads(self.history.read_text()))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return
-        self._stamp = stamp
-        now = time.perf_counter()
-        self.ends.extend([now] * (epochs - len(self.ends)))
-
-    def seconds(self) -> list[float]:
-        """Wall time of each epoch; the first also holds building and tracing the model."""
-        return list(np.diff([self.start, *self.ends]))
-
-
 def subset(data, max_train: int | None = None, max_test: int | None = None):
     """`data` (a `training.data.Dataset`) cut to its first examples."""
     if max_train and max_train < data.num_train:
@@ -159,20 +116,23 @@ def train_one(job: dict[str, Any], data) -> dict[str, Any]:
 
     `job` names the architecture, overrides, epochs, recipe, seed and run directory."""
     from training import train
+    from training.callbacks import EpochClock
+    from training.run_dir import RunDir
     from zoo.model import recursion_headroom
 
-    run_dir = Path(job["run_dir"])
-    with recursion_headroom(job["depth"]), _EpochClock(run_dir / "history.json") as clock:
+    run_dir = RunDir(job["run_dir"])
+    with recursion_headroom(job["depth"]):
+        clock = EpochClock()  # the run tells it of each epoch it records
         try:
             metrics = train(
-                job["architecture"], dataset=data, epochs=job["epochs"], out=run_dir,
-                seed=job["seed"], recipe=job["recipe"], verbose=0, **job["overrides"],
+                job["architecture"], dataset=data, epochs=job["epochs"], out=run_dir.path,
+                seed=job["seed"], recipe=job["recipe"], verbose=0, callbacks=[clock],
+                **job["overrides"],
             )
         except FloatingPointError as err:  # the loss diverged (NonFiniteLossError)
             metrics = {"failed": str(err), **dict.fromkeys(_FAILED_METRICS, math.nan)}
     seconds = clock.seconds()
-    history_file = run_dir / "history.json"
-    history = json.loads(history_file.read_text()) if history_file.exists() else []
+    history = run_dir.read_history()
     return {
         **metrics,
         "first_epoch_seconds": round(seconds[0], 3) if seconds else None,
