@@ -19,7 +19,7 @@ def plot_bias_study(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from training.experiments.common import save_figure
+    from zoo.analysis.plots import save_figure
 
     summary = [s for s in results["summary"] if s["kind"] == "highway"]
     depths = sorted({s["depth"] for s in summary})

@@ -4,7 +4,6 @@
   optimisation study by kind ("highway" or "plain") and depth, and the two kernel
   initialisations compared.
 - `format_table`: accuracy and training loss per depth, one column pair per series.
-- `save_figure`: a matplotlib figure written atomically.
 - `train_one`, `train_in_child`, `progress`, `summarise`: one net of a study trained (in this
   process or in its own, for per-run peak memory and CPU time) and the runs summarised
   over seeds.
@@ -22,7 +21,6 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,17 +84,6 @@ def format_table(results: Sequence[dict[str, Any]], series: Sequence[str] = KIND
         ]
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def save_figure(fig, path: Path) -> None:
-    """Writes a matplotlib figure to `path` atomically and closes it."""
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
 
 
 # --- One run of a study --------------------------------------------------------------

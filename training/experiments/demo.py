@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from training.data import load_dataset
-from training.experiments.common import INITS, KINDS, architecture, format_table, save_figure
+from training.experiments.common import INITS, KINDS, architecture, format_table
 from training.run_dir import claim_dir, default_dir
 from training.trainer import train
+from zoo.analysis.plots import save_figure
 from zoo.weights import write_text
 
 

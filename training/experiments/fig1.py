@@ -182,7 +182,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    from training.experiments.common import save_figure
+    from zoo.analysis.plots import save_figure
 
     cells = results["cells"]
     depths = sorted({c["depth"] for c in cells})

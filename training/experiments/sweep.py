@@ -41,13 +41,13 @@ from training.experiments.common import (
     architecture,
     format_table,
     progress,
-    save_figure,
     summarise,
     train_in_child,
     train_one,
 )
 from training.recipes import get_recipe
 from training.run_dir import claim_dir, default_dir
+from zoo.analysis.plots import save_figure
 from zoo.weights import write_text
 
 ACTIVATIONS = ("tanh", "relu")

@@ -47,7 +47,6 @@ from training.data import Dataset, load_dataset
 from training.experiments.common import (
     INITS,
     progress,
-    save_figure,
     subset,
     summarise,
     train_in_child,
@@ -55,6 +54,7 @@ from training.experiments.common import (
 )
 from training.recipes import get_recipe
 from training.run_dir import claim_dir, default_dir
+from zoo.analysis.plots import save_figure
 from zoo.weights import write_text
 
 WIDTH = 50

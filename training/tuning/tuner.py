@@ -1,7 +1,7 @@
 """The search: `search()` runs the paper's random search (`highway-zoo tune NAME`) with
 KerasTuner over `training.tuning.space.SearchSpace`, resumable and distributed.
 
-Search directory (`--dir DIR`)::
+Search directory (`--out DIR`)::
 
     search.json                the settings (architecture, space, tuner, objective, data...)
     search/                    KerasTuner's project: oracle.json, trial_<id>/ (trial.json,
@@ -24,20 +24,20 @@ add trials. Other settings in an existing DIR are refused, naming what differs;
 Distributed search (KerasTuner's chief/worker mode). One chief process holds the oracle
 (it hands out trials and records results; it trains nothing); any number of workers ask it
 for trials, train them and report back. Run the same command on every machine, with the
-same `--dir` (on a shared filesystem, or at least on the chief, for the final report), and
+same `--out` (on a shared filesystem, or at least on the chief, for the final report), and
 set three environment variables::
 
     # the chief (start it first; it runs until all trials are done)
     KERASTUNER_TUNER_ID=chief KERASTUNER_ORACLE_IP=10.0.0.1 KERASTUNER_ORACLE_PORT=8000 \\
-        highway-zoo tune highway_fc50_mnist --max-trials 100 --dir runs/tune-fc50
+        highway-zoo tune highway_fc50_mnist --max-trials 100 --out runs/tune-fc50
     # each worker: a unique id, the chief's address
     KERASTUNER_TUNER_ID=worker0 KERASTUNER_ORACLE_IP=10.0.0.1 KERASTUNER_ORACLE_PORT=8000 \\
-        highway-zoo tune highway_fc50_mnist --max-trials 100 --dir runs/tune-fc50
+        highway-zoo tune highway_fc50_mnist --max-trials 100 --out runs/tune-fc50
 
 Each trial is run by exactly one worker; workers print one line per trial they ran
 (`trial 03 by worker1: ...`). The chief writes the ranked table, best_hyperparameters.json
 and best_model when the last trial ends (the workers' trial checkpoints must be readable
-from the chief's `--dir`). Within one process, `--strategy mirrored` trains every trial
+from the chief's `--out`). Within one process, `--strategy mirrored` trains every trial
 with `tf.distribute.MirroredStrategy` (KerasTuner's `distribution_strategy`).
 """
 
@@ -213,13 +213,13 @@ def _prepare_dir(out: Path, settings: dict[str, Any], overwrite: bool, role: str
                 f"Search directory {out} holds a search with other settings; refusing to "
                 "resume or overwrite it. Differences:\n  " + "\n  ".join(differences)
                 + "\nRepeat the recorded settings to resume it, pass --overwrite to delete "
-                "it and start afresh, or choose another --dir."
+                "it and start afresh, or choose another --out."
             )
         resumes = True
     elif out.exists() and any(p for p in out.iterdir()):
         raise FileExistsError(
             f"{out} is not empty and holds no search ({SETTINGS_FILE} is missing); choose "
-            "another --dir, or pass --overwrite."
+            "another --out, or pass --overwrite."
         )
     out.mkdir(parents=True, exist_ok=True)
     write_text(settings_file, json.dumps(settings, indent=2) + "\n", overwrite=True)
