@@ -1,37 +1,107 @@
-"""Convolutional highway nets: training and inference images/s.
+"""Convolutional nets: training and inference images/s, and GFLOP/s against a 3x3 convolution.
 
-    python -m bench.conv [--models highway_conv32_mnist,highway_b_cifar10] [--steps 10]
-                         [--batch-size 128] [--repeats 3]
+    python -m bench.conv [--models highway_conv32_mnist,highway_b_cifar10,resnet50_imagenet:32,...]
+                         [--steps 10] [--max-seconds 20] [--batch-size 128] [--repeats 3]
+                         [--input-size N]
 
-Each model runs in its own fresh process on random raw-pixel batches (speed does not depend on
-the pixel values): `train_on_batch` with the paper's Nesterov SGD (the first call, which
-traces, timed apart), then `predict_on_batch` at the same batch size. Reported (medians over
-repeats of the median step): training and inference images/s and the first training step's
-time. Writes bench/results/conv.json.
+`--models` takes NAME or NAME:BATCH (that model's batch size; `--batch-size` for the others).
+The default is the MNIST and CIFAR highway nets at batch 128 and the three ImageNet nets
+(resnet50_imagenet, highway50_imagenet, highway_full50_imagenet: 224x224x3 raw pixels, 1000
+classes) at batch 32. Each model runs in its own fresh process (repeats interleaved) on random
+raw-pixel batches (speed does not depend on the pixel values): `train_on_batch` with the
+paper's Nesterov SGD (the first call, which traces, timed apart), then `predict_on_batch` at
+the same batch size, `--steps` timed calls each (fewer, at least one, once they add up to
+`--max-seconds`: an ImageNet net's training step takes seconds here). The same process then
+times the machine's own 3x3 convolution rate: `tf.nn.conv2d` in a `tf.function`, a batch of
+32 28x28x128 maps to 128 channels ("same" padding, 7.4 GFLOP a call; median of 10 calls after
+3 warm-up calls).
+
+FLOPs, counted from the model as built: a forward pass costs, per image, the sum over every
+layer with a `kernel` (Conv2D, Dense, HighwayConv2D with its fused [H | T] kernel,
+HighwayDense) of 2 x the kernel's size (kh * kw * c_in * c_out for a convolution, c_in * c_out
+for a Dense) x the layer's output positions (H_out * W_out; 1 for a Dense on vectors); batch
+normalisation, activations, pooling, preprocessing and the gates' elementwise products are not
+counted. A training step counts 3 forward passes (forward, the gradients with respect to the
+inputs and to the weights). Reported (medians over repeats of the median step): training and
+inference images/s, each also as GFLOP/s and as a fraction of the 3x3 convolution's GFLOP/s
+measured in the same process (median of the per-run fractions), and the first training step's
+time. `--input-size N` builds every model at NxN (nets that take other sizes; for quick
+checks). Writes bench/results/conv.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from bench._common import run_child, write_results
+from bench import driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "conv.json"
-MODELS = ["highway_conv32_mnist", "highway_b_cifar10"]
+IMAGENET = ["resnet50_imagenet", "highway50_imagenet", "highway_full50_imagenet"]
+MODELS = ["highway_conv32_mnist", "highway_b_cifar10", *(f"{name}:32" for name in IMAGENET)]
+# The reference 3x3 convolution: (batch, height, width, channels in) -> channels out.
+REFERENCE = (32, 28, 28, 128, 128)
 
 
-def child(name: str, batch_size: int, steps: int) -> dict:
+def forward_flops(model) -> int:
+    """FLOPs of one image's forward pass: 2 x kernel size x output positions, summed over the
+    layers that have a kernel (nested models included)."""
+    def layers(model):
+        for layer in model.layers:
+            yield from layers(layer) if isinstance(layer, keras.Model) else (layer,)
+
+    import keras
+
+    total = 0
+    for layer in layers(model):
+        kernel = getattr(layer, "kernel", None)
+        if kernel is None or not hasattr(kernel, "shape"):
+            continue
+        positions = math.prod(layer.output.shape[1:-1])
+        total += 2 * math.prod(kernel.shape) * positions
+    return total
+
+
+def conv_gflops(repeats: int = 10, shape: tuple[int, ...] = REFERENCE) -> float:
+    """GFLOP/s of the reference 3x3 convolution in TensorFlow (median of `repeats` timed calls
+    after 3 warm-up calls)."""
+    import numpy as np
+    import tensorflow as tf
+
+    batch, height, width, c_in, c_out = shape
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((batch, height, width, c_in)).astype(np.float32))
+    w = tf.constant(rng.standard_normal((3, 3, c_in, c_out)).astype(np.float32))
+    conv = tf.function(lambda x, w: tf.nn.conv2d(x, w, strides=1, padding="SAME"))
+
+    def timed() -> float:
+        start = time.perf_counter()
+        conv(x, w).numpy()
+        return time.perf_counter() - start
+
+    for _ in range(3):
+        timed()
+    flops = 2 * 3 * 3 * c_in * c_out * height * width * batch
+    return flops / statistics.median(timed() for _ in range(repeats)) / 1e9
+
+
+def measure(name: str, batch_size: int, steps: int, input_size: int | None = None,
+            max_seconds: float | None = None) -> dict:
+    """Runs in a fresh process: times training and inference steps, then the 3x3 conv."""
     import keras
     import numpy as np
 
     import zoo
 
-    model = zoo.load(name)
+    if input_size:
+        channels = zoo.describe(name)["input_shape"][-1]
+        model = zoo.load(name, input_shape=(input_size, input_size, channels))
+    else:
+        model = zoo.load(name)
     shape = model.input_shape[1:]
     classes = model.output_shape[-1]
     rng = np.random.default_rng(0)
@@ -45,53 +115,120 @@ def child(name: str, batch_size: int, steps: int) -> dict:
         fn()
         return time.perf_counter() - start
 
+    def calls(fn) -> list[float]:
+        """`steps` timed calls, fewer (at least one) once they add up to `max_seconds`."""
+        times = []
+        while len(times) < steps and (not times or not max_seconds or sum(times) < max_seconds):
+            times.append(timed(fn))
+        return times
+
     first = timed(lambda: model.train_on_batch(x, y))
-    train = statistics.median(timed(lambda: model.train_on_batch(x, y)) for _ in range(steps))
+    train = calls(lambda: model.train_on_batch(x, y))
     model.predict_on_batch(x)
-    infer = statistics.median(timed(lambda: model.predict_on_batch(x)) for _ in range(steps))
+    infer = calls(lambda: model.predict_on_batch(x))
     return {"model": name, "params": model.count_params(), "first_train_step_s": first,
-            "train_images_per_s": batch_size / train, "inference_images_per_s": batch_size / infer}
+            "train_images_per_s": batch_size / statistics.median(train),
+            "inference_images_per_s": batch_size / statistics.median(infer),
+            "train_steps": len(train), "inference_steps": len(infer),
+            "batch_size": batch_size, "input_shape": list(shape),
+            "forward_flops_per_image": forward_flops(model), "conv_gflops": conv_gflops()}
+
+
+def summarise(name: str, runs: list[dict]) -> dict:
+    """Medians over repeats; GFLOP/s from images/s and the FLOP count; fractions of the 3x3
+    convolution's rate per run, then their median."""
+    forward = runs[0]["forward_flops_per_image"]
+    flops = {"train": 3 * forward, "inference": forward}
+
+    def gflops(run, kind):
+        return run[f"{kind}_images_per_s"] * flops[kind] / 1e9
+
+    row = {"model": name, "params": runs[0]["params"],
+           **driver.medians(runs, ("first_train_step_s", "train_images_per_s",
+                                   "inference_images_per_s")),
+           "batch_size": runs[0]["batch_size"], "input_shape": runs[0]["input_shape"],
+           "forward_flops_per_image": forward, "train_flops_per_image": flops["train"],
+           "conv_gflops": driver.median_of(runs, "conv_gflops")}
+    for kind in ("train", "inference"):
+        row[f"{kind}_gflops"] = driver.median_of(runs, lambda r, k=kind: gflops(r, k))
+        row[f"{kind}_fraction_of_conv"] = driver.median_of(
+            runs, lambda r, k=kind: gflops(r, k) / r["conv_gflops"])
+    row["runs"] = runs
+    return row
+
+
+def format_table(rows: list[dict]) -> str:
+    return driver.table(
+        ["model", "batch", "params", "GFLOP/image (fwd)", "first step (s)", "train img/s",
+         "train GFLOP/s", "inference img/s", "inference GFLOP/s", "3x3 conv GFLOP/s",
+         "train / conv", "inference / conv"],
+        [":---", *["---:"] * 11],
+        [[r["model"], r["batch_size"], f"{r['params']:,}",
+          f"{r['forward_flops_per_image'] / 1e9:.3g}", f"{r['first_train_step_s']:.2f}",
+          f"{r['train_images_per_s']:.1f}", f"{r['train_gflops']:.1f}",
+          f"{r['inference_images_per_s']:.1f}", f"{r['inference_gflops']:.1f}",
+          f"{r['conv_gflops']:.0f}", f"{r['train_fraction_of_conv']:.0%}",
+          f"{r['inference_fraction_of_conv']:.0%}"] for r in rows])
+
+
+def _models(text: str) -> list[str]:
+    """NAME or NAME:BATCH, comma-separated."""
+    models = [m for m in text.split(",") if m]
+    for m in models:
+        name, _, batch = m.partition(":")
+        if not name or (batch and not (batch.isdigit() and int(batch) > 0)):
+            raise argparse.ArgumentTypeError(
+                f"--models takes NAME or NAME:BATCH, comma-separated, e.g. {','.join(MODELS)}. "
+                f"Received: {text!r}")
+    return models
+
+
+def parser() -> argparse.ArgumentParser:
+    p = driver.parser("bench.conv", __doc__, RESULTS)
+    p.add_argument("--models", type=_models, default=MODELS,
+                   help=f"NAME or NAME:BATCH, comma-separated (default: {','.join(MODELS)})")
+    p.add_argument("--batch-size", type=int, default=128,
+                   help="batch size of the models given without one")
+    p.add_argument("--steps", type=int, default=10, help="timed training (and inference) calls")
+    p.add_argument("--max-seconds", type=float, default=20.0,
+                   help="stop timing training (inference) once its calls add up to this many "
+                   "seconds, after at least one (the ImageNet nets: seconds a call here)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--input-size", type=int, default=None,
+                   help="build every model at NxN instead of its own input size")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = []
+    for m in args.models:
+        name, _, batch = m.partition(":")
+        plan.append((name, int(batch) if batch else args.batch_size))
+    runs = driver.interleaved(
+        plan, args.repeats,
+        lambda key: driver.run_child("bench.conv", {"name": key[0], "batch_size": key[1],
+                                                    "steps": args.steps,
+                                                    "input_size": args.input_size,
+                                                    "max_seconds": args.max_seconds}),
+        describe=lambda key, run: (
+            f"{key[0]} (batch {key[1]}): train {run['train_images_per_s']:.1f} img/s, "
+            f"inference {run['inference_images_per_s']:.1f} img/s, 3x3 conv "
+            f"{run['conv_gflops']:.0f} GFLOP/s"))
+    rows = [summarise(name, runs[(name, batch)]) for name, batch in plan]
+    print()
+    print(format_table(rows))
+    settings = {"batch_size": args.batch_size, "steps": args.steps,
+                "max_seconds": args.max_seconds, "repeats": args.repeats,
+                "reference_conv": dict(zip(("batch", "height", "width", "channels_in",
+                                            "channels_out"), REFERENCE))}
+    if args.input_size:
+        settings["input_size"] = args.input_size
+    driver.write_results(args.out, {"settings": settings, "results": rows})
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.conv", description=__doc__.splitlines()[0])
-    p.add_argument("--models", type=lambda s: [m for m in s.split(",") if m], default=MODELS)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--child", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args.child, args.batch_size, args.steps)))
-        return 0
-
-    runs = {m: [] for m in args.models}
-    for repeat in range(args.repeats):
-        for name in args.models:
-            run = run_child("bench.conv", ["--child", name, "--batch-size", str(args.batch_size),
-                                           "--steps", str(args.steps)])
-            runs[name].append(run)
-            print(f"[{repeat + 1}/{args.repeats}] {name}: train "
-                  f"{run['train_images_per_s']:.0f} img/s, inference "
-                  f"{run['inference_images_per_s']:.0f} img/s", flush=True)
-    rows = []
-    for name in args.models:
-        rows.append({
-            "model": name, "params": runs[name][0]["params"],
-            **{key: statistics.median(r[key] for r in runs[name])
-               for key in ("first_train_step_s", "train_images_per_s", "inference_images_per_s")},
-            "runs": runs[name],
-        })
-    print(f"\n| model | params | first step (s) | train img/s | inference img/s |  "
-          f"(batch {args.batch_size})")
-    print("| :--- | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print(f"| {r['model']} | {r['params']:,} | {r['first_train_step_s']:.2f} | "
-              f"{r['train_images_per_s']:.0f} | {r['inference_images_per_s']:.0f} |")
-    write_results(args.out, {"settings": {"batch_size": args.batch_size, "steps": args.steps,
-                                          "repeats": args.repeats}, "results": rows})
-    return 0
+    return driver.main(parser(), argv, measure, run)
 
 
 if __name__ == "__main__":

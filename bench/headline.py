@@ -24,15 +24,13 @@ each alternative's, from the same run. Per-layer Keras graphs are not run beyond
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench._common import memory_mb, run_child, write_results
+from bench import driver
 from bench.implementations import IMPLEMENTATIONS, PER_LAYER_GRAPHS, available
 
 RESULTS = Path(__file__).resolve().parent / "results" / "headline.json"
@@ -73,7 +71,7 @@ def read_data(data_file: str) -> dict:
         return {key: f[key] for key in f.files}
 
 
-def child(name: str, depth: int, data_file: str, options: dict) -> dict:
+def measure(name: str, depth: int, data_file: str, options: dict) -> dict:
     """Runs in a fresh process: trains once, adds memory figures."""
     from bench.implementations import train
 
@@ -82,9 +80,9 @@ def child(name: str, depth: int, data_file: str, options: dict) -> dict:
     for module in {"numpy": (), "pytorch": ("torch",)}.get(name, ("keras", "zoo")):
         __import__(module)
     __import__(IMPLEMENTATIONS[name][0])
-    baseline = memory_mb("VmRSS")
+    baseline = driver.memory_mb("VmRSS")
     result = train(name, data, depth=depth, **options)
-    peak = memory_mb("VmHWM")
+    peak = driver.memory_mb("VmHWM")
     return {**result, "peak_rss_mb": peak, "baseline_rss_mb": baseline,
             "train_mem_mb": max(peak - baseline, 0.0)}
 
@@ -101,20 +99,16 @@ def epoch_steps_per_s(run: dict) -> float:
 
 def summarise(name: str, depth: int, runs: list[dict]) -> dict:
     """Medians over repeats of the per-run figures."""
-    median = statistics.median
     return {
         "implementation": name,
         "depth": depth,
         "repeats": len(runs),
         "params": runs[0]["params"],
-        "to_first_step_s": median(r["build_s"] + r["first_step_s"] for r in runs),
-        "steady_steps_per_s": median(steady_steps_per_s(r) for r in runs),
-        "epoch_steps_per_s": median(epoch_steps_per_s(r) for r in runs),
-        "total_s": median(r["total_s"] for r in runs),
-        "final_loss": median(r["final_loss"] for r in runs),
-        "test_accuracy": median(r["test_accuracy"] for r in runs),
-        "peak_rss_mb": median(r["peak_rss_mb"] for r in runs),
-        "train_mem_mb": median(r["train_mem_mb"] for r in runs),
+        "to_first_step_s": driver.median_of(runs, lambda r: r["build_s"] + r["first_step_s"]),
+        "steady_steps_per_s": driver.median_of(runs, steady_steps_per_s),
+        "epoch_steps_per_s": driver.median_of(runs, epoch_steps_per_s),
+        **driver.medians(runs, ("total_s", "final_loss", "test_accuracy", "peak_rss_mb",
+                                "train_mem_mb")),
         "runs": runs,
     }
 
@@ -153,28 +147,24 @@ def memory_per_layer(rows: list[dict], batch_size: int) -> dict | None:
 
 
 def format_tables(summary: dict) -> str:
-    lines = [
-        "| depth | implementation | to first step (s) | steps/s | steps/s per epoch | total (s) "
-        "| final loss | test acc | train mem (MB) |",
-        "| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in summary["results"]:
-        lines.append(
-            f"| {r['depth']} | {r['implementation']} | {r['to_first_step_s']:.2f} | "
-            f"{r['steady_steps_per_s']:.0f} | {r['epoch_steps_per_s']:.0f} | "
-            f"{r['total_s']:.2f} | {r['final_loss']:.3f} | "
-            f"{r['test_accuracy']:.3f} | {r['train_mem_mb']:.0f} |")
-    for s in summary["skipped"]:
-        lines.append(f"| {s['depth']} | {s['implementation']} | not run: {s['reason']} "
-                     "| | | | | | |")
+    rows = [[r["depth"], r["implementation"], f"{r['to_first_step_s']:.2f}",
+             f"{r['steady_steps_per_s']:.0f}", f"{r['epoch_steps_per_s']:.0f}",
+             f"{r['total_s']:.2f}", f"{r['final_loss']:.3f}", f"{r['test_accuracy']:.3f}",
+             f"{r['train_mem_mb']:.0f}"] for r in summary["results"]]
+    rows += [[s["depth"], s["implementation"], f"not run: {s['reason']}", *[""] * 6]
+             for s in summary["skipped"]]
+    lines = [driver.table(
+        ["depth", "implementation", "to first step (s)", "steps/s", "steps/s per epoch",
+         "total (s)", "final loss", "test acc", "train mem (MB)"],
+        ["---:", ":---", *["---:"] * 7], rows)]
     if summary["ratios"]:
-        lines += ["", "| depth | highway-zoo vs | total time (ours/theirs) | to first step "
-                  "(ours/theirs) | steps/s (ours/theirs) | per epoch |",
-                  "| ---: | :--- | ---: | ---: | ---: | ---: |"]
-        for q in summary["ratios"]:
-            lines.append(f"| {q['depth']} | {q['versus']} | {q['total_time']:.2f} | "
-                         f"{q['to_first_step']:.2f} | {q['steady_steps_per_s']:.2f} | "
-                         f"{q['epoch_steps_per_s']:.2f} |")
+        lines += ["", driver.table(
+            ["depth", "highway-zoo vs", "total time (ours/theirs)", "to first step (ours/theirs)",
+             "steps/s (ours/theirs)", "per epoch"],
+            ["---:", ":---", *["---:"] * 4],
+            [[q["depth"], q["versus"], f"{q['total_time']:.2f}", f"{q['to_first_step']:.2f}",
+              f"{q['steady_steps_per_s']:.2f}", f"{q['epoch_steps_per_s']:.2f}"]
+             for q in summary["ratios"]])]
     memory = summary.get("memory_per_layer")
     if memory:
         lines += ["", f"highway-zoo training memory: {memory['bytes_per_layer_per_example']:.0f} "
@@ -197,8 +187,7 @@ def _names(text: str) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.headline",
-                                description=__doc__.splitlines()[0])
+    p = driver.parser("bench.headline", __doc__, RESULTS)
     p.add_argument("--depths", type=_ints, default=[10, 30, 100, 1000])
     p.add_argument("--implementations", type=_names, default=list(IMPLEMENTATIONS))
     p.add_argument("--repeats", type=int, default=3)
@@ -210,19 +199,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-graph-depth", type=int, default=100,
                    help="deepest net run with a per-layer Keras graph")
     p.add_argument("--timeout", type=int, default=3600, help="seconds per run")
-    p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
-    p.add_argument("--options", default="{}", help=argparse.SUPPRESS)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.child:
-        name, depth, data_file = args.child
-        print(json.dumps(child(name, int(depth), data_file, json.loads(args.options))))
-        return 0
-
+def run(args: argparse.Namespace) -> int:
     options = {"width": args.width, "epochs": args.epochs, "batch_size": args.batch_size,
                "max_steps": args.max_steps}
     skipped, plan = [], []
@@ -239,24 +219,19 @@ def main(argv: list[str] | None = None) -> int:
                 plan.append((name, depth))
 
     data, source = load_data()
-    runs: dict[tuple[str, int], list[dict]] = {key: [] for key in plan}
-    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         data_file = os.path.join(tmp, "data.npz")
         import numpy as np
 
         np.savez(data_file, **data)
-        total = len(plan) * args.repeats
-        for repeat in range(args.repeats):
-            for i, (name, depth) in enumerate(plan):
-                run = run_child("bench.headline", ["--child", name, str(depth), data_file,
-                                                   "--options", json.dumps(options)],
-                                args.timeout)
-                runs[(name, depth)].append(run)
-                done = repeat * len(plan) + i + 1
-                print(f"[{done}/{total}] {name} depth {depth}: total {run['total_s']:.2f} s, "
-                      f"loss {run['final_loss']:.3f}, acc {run['test_accuracy']:.3f} "
-                      f"({time.perf_counter() - started:.0f} s elapsed)", flush=True)
+        runs = driver.interleaved(
+            plan, args.repeats,
+            lambda key: driver.run_child("bench.headline", {
+                "name": key[0], "depth": key[1], "data_file": data_file, "options": options,
+            }, args.timeout),
+            describe=lambda key, run: (
+                f"{key[0]} depth {key[1]}: total {run['total_s']:.2f} s, loss "
+                f"{run['final_loss']:.3f}, acc {run['test_accuracy']:.3f}"))
 
     rows = [summarise(name, depth, runs[(name, depth)]) for name, depth in plan]
     summary = {
@@ -271,8 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     print()
     print(format_tables(summary))
-    write_results(args.out, summary)
+    driver.write_results(args.out, summary)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return driver.main(parser(), argv, measure, run)
 
 
 if __name__ == "__main__":

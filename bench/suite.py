@@ -1,5 +1,10 @@
-"""`highway-zoo bench`: the benchmark suite, quick (a few minutes) or full (what the README
-quotes), each script's table printed and its JSON written to one directory."""
+"""`highway-zoo bench`: the benchmark suite, quick or full, each script's table printed and its
+JSON written to one directory.
+
+The quick set (the default) measures every kind of number once, on fewer repeats and steps:
+DURATION_QUICK. The full set (`--full`) is what the README quotes: DURATION_FULL. Both on this
+2-core machine; every script runs its measurements in fresh processes through bench.driver.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 # (script, arguments): the quick set measures every kind of number once, on fewer repeats.
 QUICK = [
     ("headline", ["--depths", "10,30", "--repeats", "1"]),
+    ("start_up", ["--depths", "10,30", "--repeats", "1", "--steps", "5"]),
     ("wide", ["--epochs", "2", "--repeats", "1"]),
-    ("conv", ["--steps", "3", "--repeats", "1"]),
+    ("conv", ["--steps", "3", "--max-seconds", "5", "--repeats", "1"]),
     ("serving", ["--random-weights", "--calls", "50", "--runs", "3"]),
+    ("pipeline", ["--models", "highway_fc50_mnist:128", "--repeats", "1", "--epochs", "1"]),
 ]
 FULL = [
     ("headline", []),
@@ -22,7 +29,11 @@ FULL = [
     ("wide", []),
     ("conv", []),
     ("serving", ["--random-weights"]),
+    ("pipeline", []),
 ]
+# How long each set takes on this 2-core machine (see the README's Benchmarks section).
+DURATION_QUICK = "about 15 minutes"
+DURATION_FULL = "about 70 minutes"
 
 
 def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None):

@@ -14,7 +14,6 @@ the matmul's GFLOP/s and their ratio. Writes bench/results/wide.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -22,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._common import run_child, write_results
+from bench import driver
 from bench.headline import _names, epoch_steps_per_s, load_data, read_data
 from bench.implementations import available
 
@@ -71,7 +70,8 @@ def matmul_gflops(name: str, batch: int, width: int, repeats: int = 20) -> float
     return 2 * batch * width * 2 * width / statistics.median(times) / 1e9
 
 
-def child(name: str, data_file: str, options: dict) -> dict:
+def measure(name: str, data_file: str, options: dict) -> dict:
+    """Runs in a fresh process: trains once, then times the matmul in the same framework."""
     from bench.implementations import train
 
     result = train(name, read_data(data_file), **options)
@@ -79,69 +79,67 @@ def child(name: str, data_file: str, options: dict) -> dict:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.wide", description=__doc__.splitlines()[0])
+def parser() -> argparse.ArgumentParser:
+    p = driver.parser("bench.wide", __doc__, RESULTS)
     p.add_argument("--implementations", type=_names, default=DEFAULT)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--depth", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    p.add_argument("--options", default="{}", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(*args.child, json.loads(args.options))))
-        return 0
+    return p
 
+
+def run(args: argparse.Namespace) -> int:
     names = [n for n in args.implementations if available(n)]
     options = {"depth": args.depth, "width": args.width, "batch_size": args.batch_size,
                "epochs": args.epochs}
     flops = train_flops(args.batch_size, args.width, args.depth)
     data, source = load_data()
-    runs = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
         import numpy as np
 
         data_file = os.path.join(tmp, "data.npz")
         np.savez(data_file, **data)
-        for repeat in range(args.repeats):
-            for name in names:
-                run = run_child("bench.wide", ["--child", name, data_file,
-                                               "--options", json.dumps(options)])
-                runs[name].append(run)
-                print(f"[{repeat + 1}/{args.repeats}] {name}: epochs "
-                      f"{', '.join(f'{s:.2f}' for s in run['epoch_s'])} s, matmul "
-                      f"{run['matmul_gflops']:.0f} GFLOP/s", flush=True)
+        runs = driver.interleaved(
+            names, args.repeats,
+            lambda name: driver.run_child("bench.wide", {"name": name, "data_file": data_file,
+                                                         "options": options}),
+            describe=lambda name, run: (
+                f"{name}: epochs {', '.join(f'{s:.2f}' for s in run['epoch_s'])} s, matmul "
+                f"{run['matmul_gflops']:.0f} GFLOP/s"))
 
     rows = []
     for name in names:
         # Whole epochs here: a step is ~0.5 s, so an epoch's set-up is ~1% of it.
-        ratios = [epoch_steps_per_s(r) * flops / 1e9 / r["matmul_gflops"] for r in runs[name]]
-        steps = statistics.median(epoch_steps_per_s(r) for r in runs[name])
+        steps = driver.median_of(runs[name], epoch_steps_per_s)
         rows.append({
             "implementation": name, "steady_steps_per_s": steps,
             "gflops": steps * flops / 1e9,
-            "matmul_gflops": statistics.median(r["matmul_gflops"] for r in runs[name]),
-            "fraction_of_matmul": statistics.median(ratios),
-            "final_loss": statistics.median(r["final_loss"] for r in runs[name]),
+            "matmul_gflops": driver.median_of(runs[name], "matmul_gflops"),
+            "fraction_of_matmul": driver.median_of(
+                runs[name], lambda r: epoch_steps_per_s(r) * flops / 1e9 / r["matmul_gflops"]),
+            "final_loss": driver.median_of(runs[name], "final_loss"),
             "runs": runs[name],
         })
     print(f"\nwidth {args.width}, depth {args.depth}, batch {args.batch_size}: "
           f"{flops / 1e9:.1f} GFLOP per training step")
-    print("| implementation | steps/s | GFLOP/s | matmul GFLOP/s | fraction of matmul |")
-    print("| :--- | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print(f"| {r['implementation']} | {r['steady_steps_per_s']:.2f} | {r['gflops']:.0f} | "
-              f"{r['matmul_gflops']:.0f} | {r['fraction_of_matmul']:.0%} |")
+    print(driver.table(
+        ["implementation", "steps/s", "GFLOP/s", "matmul GFLOP/s", "fraction of matmul"],
+        [":---", "---:", "---:", "---:", "---:"],
+        [[r["implementation"], f"{r['steady_steps_per_s']:.2f}", f"{r['gflops']:.0f}",
+          f"{r['matmul_gflops']:.0f}", f"{r['fraction_of_matmul']:.0%}"] for r in rows]))
     summary = {
         "data": source,
         "settings": {**options, "repeats": args.repeats}, "train_flops_per_step": flops,
         "results": rows,
     }
-    write_results(args.out, summary)
+    driver.write_results(args.out, summary)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return driver.main(parser(), argv, measure, run)
 
 
 if __name__ == "__main__":

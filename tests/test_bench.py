@@ -1,12 +1,19 @@
-"""The benchmark harness (bench/): summaries, ratios and memory slope from known runs, one tiny
-end-to-end headline run in fresh processes, the wide case's FLOP count, and the CLI's checks."""
+"""The benchmark harness (bench/): the one driver every script uses (children, repeats,
+medians, tables, results), summaries, ratios and memory slope from known runs, one tiny
+end-to-end headline run in fresh processes, the wide and conv FLOP counts, the ImageNet conv
+rows, the input pipeline's run, and the CLI's checks."""
 
+import importlib
 import json
+import math
+import shlex
+import statistics
+import time
 
 import pytest
 
-from bench import headline, start_up, suite, wide
-from training.cli import main as cli_main
+from bench import conv, driver, headline, pipeline, start_up, suite, wide
+from cli import main as cli_main
 
 
 def _run(total, epoch_s, loss=0.1, acc=0.9, mem=100.0, steps_per_epoch=10, step_s=None):
@@ -99,7 +106,10 @@ def test_bad_names_are_refused_with_the_choices(capsys):
     assert "unknown implementation" in capsys.readouterr().err
     with pytest.raises(ValueError, match="headline"):
         suite.run(only=["nope"])
-    assert cli_main(["bench", "--only", "nope"]) == 2
+    with pytest.raises(SystemExit) as refused:  # the command line's argparse choices
+        cli_main(["bench", "--only", "nope"])
+    assert refused.value.code == 2
+    assert "choose from headline" in capsys.readouterr().err
 
 
 def test_start_up_runs_deep_per_layer_graphs_once(tmp_path):
@@ -115,8 +125,214 @@ def test_start_up_runs_deep_per_layer_graphs_once(tmp_path):
 
 
 def test_a_failed_measurement_names_its_command_and_error():
-    from bench._common import MeasurementFailed, run_child
+    from bench.driver import MeasurementFailed, run_child
 
     with pytest.raises(MeasurementFailed, match=r"bench.headline --child .* exited with status "
                        r"1: .*no-such-file.npz"):
-        run_child("bench.headline", ["--child", "numpy", "2", "no-such-file.npz"])
+        run_child("bench.headline", {"name": "numpy", "depth": 2,
+                                     "data_file": "no-such-file.npz", "options": {}})
+
+
+# -- the driver ------------------------------------------------------------------------------
+
+TOY = '''
+import sys
+import time
+
+from bench import driver
+
+
+def measure(kind, value=1.5):
+    print("progress output before the result")
+    if kind == "fail":
+        print("an earlier error line", file=sys.stderr)
+        raise ValueError("the child's last error line")
+    if kind == "sleep":
+        time.sleep(60)
+    if kind == "silent":
+        sys.exit(0)
+    return {"kind": kind, "value": value}
+
+
+if __name__ == "__main__":
+    sys.exit(driver.main(driver.parser("toy_bench", "A toy benchmark."), None, measure,
+                         lambda args: 0))
+'''
+
+
+@pytest.fixture
+def toy(tmp_path):
+    """A benchmark module, toy_bench, in tmp_path (its children run there)."""
+    (tmp_path / "toy_bench.py").write_text(TOY)
+    return tmp_path
+
+
+def test_a_child_result_is_its_last_stdout_line(toy):
+    assert driver.run_child("toy_bench", {"kind": "ok", "value": 2}, cwd=toy) == {
+        "kind": "ok", "value": 2}
+
+
+def test_a_failing_child_raises_measurement_failed_with_its_last_error_line(toy):
+    with pytest.raises(driver.MeasurementFailed) as failed:
+        driver.run_child("toy_bench", {"kind": "fail"}, cwd=toy)
+    message = str(failed.value)
+    assert "\n" not in message
+    assert "exited with status 1: ValueError: the child's last error line" in message
+    assert "an earlier error line" not in message
+    # the command it names runs the same measurement by hand
+    command = shlex.split(message.split("`")[1])
+    assert command[:4] == ["python", "-m", "toy_bench", "--child"]
+    assert json.loads(command[4]) == {"kind": "fail"}
+
+
+def test_a_child_past_its_limit_or_without_a_result_fails_in_one_line(toy):
+    start = time.perf_counter()
+    with pytest.raises(driver.MeasurementFailed, match=r"toy_bench .*ran past its limit of 2 s"):
+        driver.run_child("toy_bench", {"kind": "sleep"}, timeout=2, cwd=toy)
+    assert time.perf_counter() - start < 30
+    with pytest.raises(driver.MeasurementFailed, match="printed no JSON result on its last line: "
+                       "'progress output before the result'"):
+        driver.run_child("toy_bench", {"kind": "silent"}, cwd=toy)
+
+
+def test_interleaved_runs_every_key_per_repeat_and_skips_what_it_is_told(capsys):
+    calls = []
+
+    def measure(key):
+        calls.append(key)
+        return {"n": len(calls)}
+
+    runs = driver.interleaved(["a", "b", "c"], 3, measure,
+                              describe=lambda key, run: f"{key} run {run['n']}",
+                              skip=lambda key, repeat: key == "c" and repeat > 0)
+    assert calls == ["a", "b", "c", "a", "b", "a", "b"]
+    assert runs == {"a": [{"n": 1}, {"n": 4}, {"n": 6}], "b": [{"n": 2}, {"n": 5}, {"n": 7}],
+                    "c": [{"n": 3}]}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[1/7] a run 1 (") and lines[-1].startswith("[7/7] b run 7 (")
+
+
+def test_medians_and_table_from_known_numbers():
+    runs = [{"a": 3.0, "b": 10.0}, {"a": 1.0, "b": 40.0}, {"a": 2.5, "b": 20.0},
+            {"a": 7.0, "b": 30.0}]
+    assert driver.medians(runs, ("a", "b")) == {"a": statistics.median([3.0, 1.0, 2.5, 7.0]),
+                                                "b": statistics.median([10.0, 40.0, 20.0, 30.0])}
+    assert driver.medians(runs, ("a",)) == {"a": 2.75}  # the mean of the middle two
+    assert driver.medians(runs[:3], ("a",), digits=0) == {"a": 2.0}
+    assert driver.median_of(runs, lambda r: r["b"] / r["a"]) == statistics.median(
+        [10 / 3, 40.0, 8.0, 30 / 7])
+    assert driver.table(["name", "x", "note"], [":---", "---:", "---"],
+                        [["a", f"{2.75:.1f}", "ok"], ["b", 3, ""]]) == (
+        "| name | x | note |\n| :--- | ---: | --- |\n| a | 2.8 | ok |\n| b | 3 | |")
+
+
+def test_results_are_written_whole_with_machine_and_date(tmp_path):
+    out = tmp_path / "deeper" / "x.json"
+    driver.write_results(out, {"results": [1, 2]})
+    written = json.loads(out.read_text())
+    assert list(written) == ["machine", "date", "results"]
+    assert written["date"] == time.strftime("%Y-%m-%d") and "cores" in written["machine"]
+    assert [p.name for p in out.parent.iterdir()] == ["x.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize("name", [name for name, _ in suite.FULL])
+def test_every_script_runs_through_the_driver(name):
+    module = importlib.import_module(f"bench.{name}")
+    p = module.parser()
+    assert p.prog == f"python -m bench.{name}"
+    assert p.parse_args([]).out == suite.RESULTS / f"{name}.json"  # the suite passes --out
+    assert module.main is not None and module.measure is not None
+    source = importlib.util.find_spec(f"bench.{name}").loader.get_source(f"bench.{name}")
+    assert "subprocess" not in source and "--child" not in source  # only the driver's
+    # the quick set runs every script too
+    assert name in {n for n, _ in suite.QUICK}
+
+
+# -- conv: FLOPs, GFLOP/s, the ImageNet nets -------------------------------------------------
+
+
+def test_conv_flops_are_counted_from_the_kernels_by_hand():
+    import keras
+
+    from layers import HighwayConv2D
+
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.Conv2D(4, 3, padding="same")(inputs)  # 8x8 out
+    x = HighwayConv2D(3)(x)  # [H | T]: a (3, 3, 4, 8) kernel, 8x8 out
+    x = keras.layers.Conv2D(5, 3, strides=2)(x)  # 3x3 out
+    x = keras.layers.Flatten()(x)
+    outputs = keras.layers.Dense(10)(x)
+    model = keras.Model(inputs, outputs)
+    by_hand = (2 * 3 * 3 * 3 * 4 * 8 * 8 + 2 * 3 * 3 * 4 * 8 * 8 * 8 + 2 * 3 * 3 * 4 * 5 * 3 * 3
+               + 2 * 45 * 10)
+    assert conv.forward_flops(model) == by_hand
+    # a model inside a model is counted through
+    outer = keras.Sequential([keras.Input((8, 8, 3)), model])
+    assert conv.forward_flops(outer) == by_hand
+
+
+def test_resnet50_flops_match_he_et_al():
+    import zoo
+
+    # He et al. 2015, Table 1: ResNet-50 is 3.8 x 10^9 multiply-adds (their "FLOPs")
+    assert conv.forward_flops(zoo.load("resnet50_imagenet")) == pytest.approx(2 * 3.8e9,
+                                                                             rel=0.03)
+
+
+def test_conv_summary_gflops_and_fractions_of_the_convolution_rate():
+    def run(train, infer, rate):
+        return {"params": 7, "first_train_step_s": 1.0, "train_images_per_s": train,
+                "inference_images_per_s": infer, "batch_size": 32, "input_shape": [8, 8, 3],
+                "forward_flops_per_image": 1e9, "conv_gflops": rate}
+
+    runs = [run(10.0, 40.0, 100.0), run(20.0, 30.0, 50.0), run(30.0, 60.0, 60.0)]
+    row = conv.summarise("net", runs)
+    assert row["train_flops_per_image"] == 3e9
+    assert row["train_images_per_s"] == 20.0 and row["conv_gflops"] == 60.0
+    assert row["train_gflops"] == statistics.median([30.0, 60.0, 90.0])
+    assert row["inference_gflops"] == statistics.median([40.0, 30.0, 60.0])
+    # the fraction is each run's against its own convolution rate, then the median
+    assert row["train_fraction_of_conv"] == statistics.median([0.3, 1.2, 1.5])
+    assert row["inference_fraction_of_conv"] == statistics.median([0.4, 0.6, 1.0])
+    assert "| net | 32 | 7 | 1 | 1.00 | 20.0 | 60.0 | 40.0 | 40.0 | 60 | 120% | 60% |" in (
+        conv.format_table([row]))
+
+
+def test_conv_models_take_a_batch_each_and_bad_ones_are_refused(capsys):
+    assert conv.parser().parse_args([]).models[2:] == [
+        "resnet50_imagenet:32", "highway50_imagenet:32", "highway_full50_imagenet:32"]
+    with pytest.raises(SystemExit) as refused:
+        conv.main(["--models", "resnet50_imagenet:big"])
+    assert refused.value.code == 2 and "NAME:BATCH" in capsys.readouterr().err
+
+
+def test_imagenet_conv_rows_on_a_tiny_configuration(tmp_path):
+    out = tmp_path / "conv.json"
+    assert conv.main(["--models", "resnet50_imagenet:2", "--input-size", "32", "--steps", "1",
+                      "--repeats", "1", "--out", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    (row,) = summary["results"]
+    assert row["model"] == "resnet50_imagenet" and row["batch_size"] == 2
+    assert row["input_shape"] == [32, 32, 3] and summary["settings"]["input_size"] == 32
+    for key in ("train_images_per_s", "inference_images_per_s", "train_gflops",
+                "inference_gflops", "conv_gflops", "train_fraction_of_conv",
+                "inference_fraction_of_conv", "first_train_step_s"):
+        assert math.isfinite(row[key]) and row[key] > 0, key
+    assert row["train_flops_per_image"] == 3 * row["forward_flops_per_image"] > 0
+    assert row["runs"][0]["train_steps"] == row["runs"][0]["inference_steps"] == 1
+
+
+# -- the input pipeline ----------------------------------------------------------------------
+
+
+def test_pipeline_runs_through_the_driver(tmp_path):
+    out = tmp_path / "pipeline.json"
+    assert pipeline.main(["--models", "highway_fc50_mnist:128", "--repeats", "1", "--epochs",
+                          "1", "--out", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    assert {"machine", "date", "tensorflow", "repeats", "epochs", "results"} <= set(summary)
+    (row,) = summary["results"]
+    assert row["model"] == "highway_fc50_mnist" and row["batch_size"] == 128
+    assert row["steps_per_s_pipeline"] > 0 and row["steps_per_s_cached_batch"] > 0
+    assert row["pipeline_over_cached"] > 0 and "tensorflow" not in row
+    assert len(row["all"]["pipeline"]) == 1
