@@ -40,12 +40,20 @@ import re
 import secrets
 import shutil
 import socket
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-INPUT_NAME = "pixels"
-SIGNATURES = ("serving_default", "logits", "gates")
+from zoo.exporting import (
+    INPUT_NAME,
+    SIGNATURES,
+    TMP_PREFIX,
+    highway_layers,
+    input_shape_of,
+)
+from zoo.exporting import build_archive as _build_archive
+from zoo.exporting import writable_dir as _writable_dir
+from zoo.exporting import write_archive as _write_archive
+
 FORMATS = ("tf_saved_model", "tflite")
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -53,7 +61,6 @@ METADATA_FILE = "highway_zoo.json"
 CONFIG_FILE = "models.config"
 DOCKER_CONFIG_FILE = "models.docker.config"
 DOCKER_MODELS_ROOT = "/models"
-TMP_PREFIX = ".tmp-"
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _VERSION_DIR = re.compile(r"[0-9]+")
@@ -285,112 +292,6 @@ def _weights_record(name: str, weights) -> dict[str, Any]:
     return {"source": str(path.resolve()), "sha256": verify(weights_path)}
 
 
-def highway_layers(model) -> list:
-    """`zoo.analysis.highway_layers`: the model's highway layers in graph order, a
-    `HighwayStack`'s as per-layer views named as in the per-layer net."""
-    from zoo.analysis.gates import highway_layers as analysis_highway_layers
-
-    return analysis_highway_layers(model)
-
-
-def input_shape_of(model) -> tuple[int, ...]:
-    """The per-example input shape (no batch axis) of a single-input model."""
-    if len(model.inputs) != 1:
-        raise ValueError(
-            f"Only single-input models can be exported; {model.name} has {len(model.inputs)}."
-        )
-    shape = tuple(model.inputs[0].shape[1:])
-    if any(d is None for d in shape):
-        raise ValueError(f"The input shape must be fully known besides the batch. Got {shape}.")
-    return shape
-
-
-def _signature_fns(model, max_batch: int | None = None) -> dict[str, Callable]:
-    """The endpoint functions, each taking `pixels` and returning a dict of named tensors;
-    with `max_batch`, a request of more images fails with an error saying so."""
-    import keras
-    import tensorflow as tf
-
-    shape = [None, *input_shape_of(model)]
-    try:
-        logits_layer = model.get_layer("logits")
-    except ValueError:
-        raise ValueError(
-            f"{model.name} has no layer named 'logits'; zoo models name their classifier "
-            "layer so (zoo/heads.py)."
-        ) from None
-    output = model.outputs[0]
-    has_probabilities = output is not logits_layer.output
-    heads = keras.Model(model.inputs[0], {"logits": logits_layer.output, "output": output})
-    gated = highway_layers(model)
-    if gated:
-        from layers import HighwayStack
-        from zoo.analysis.gates import GateProbe
-
-        gate_probe = GateProbe(model, gated)
-
-    def checked(pixels):
-        # Without this a wrong-rank image reaches the oneDNN convolution, whose shape CHECK
-        # aborts the whole process; EnsureShape fails the request with a clear error instead.
-        pixels = tf.ensure_shape(pixels, shape)
-        if max_batch is None:
-            return pixels
-        within = tf.debugging.assert_less_equal(
-            tf.shape(pixels, out_type=tf.int64)[0], tf.constant(max_batch, tf.int64),
-            message=f"A request may hold at most {max_batch} images (this export's max batch); "
-            "split it, or export again with a larger --max-batch.",
-        )
-        with tf.control_dependencies([within]):
-            return tf.identity(pixels)
-
-    def serving_default(pixels):
-        out = heads(checked(pixels), training=False)
-        probabilities = out["output"] if has_probabilities else tf.nn.softmax(out["logits"])
-        return {
-            "probabilities": probabilities,
-            "class_ids": tf.argmax(probabilities, axis=-1, output_type=tf.int64),
-        }
-
-    def logits(pixels):
-        return {"logits": heads(checked(pixels), training=False)["logits"]}
-
-    def gates(pixels):
-        # A stack's means come from its own loop (mean_transform_gates): its (depth, ...)
-        # analysis tensors are TensorLists of unknown batch size, which TFLite cannot convert.
-        inputs = gate_probe.inputs_net(checked(pixels), training=False)
-        activity = {}
-        for source, units in gate_probe.sources:
-            if isinstance(source, HighwayStack):
-                means = source.mean_transform_gates(inputs[source.name])
-                activity.update({unit.name: means[:, unit.index] for unit in units})
-            else:
-                t = source.transform_gate(inputs[source.name])
-                activity[source.name] = tf.reduce_mean(t, axis=list(range(1, len(t.shape))))
-        return activity
-
-    fns = {"serving_default": serving_default, "logits": logits}
-    if gated:  # a plain net has no gates; TF Serving refuses a signature with no outputs
-        fns["gates"] = gates
-    return fns
-
-
-def _build_archive(model, max_batch: int | None = None):
-    import keras
-    import tensorflow as tf
-
-    spec = [tf.TensorSpec([None, *input_shape_of(model)], tf.float32, name=INPUT_NAME)]
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    fns = _signature_fns(model, max_batch)
-    for endpoint, fn in fns.items():
-        archive.add_endpoint(endpoint, fn, input_signature=spec)
-    return archive, list(fns)
-
-
-def _write_archive(archive, directory: Path) -> None:
-    archive.write_out(str(directory), verbose=False)
-
-
 # --- warm-up requests and provenance ----------------------------------------------------------
 
 
@@ -482,27 +383,6 @@ def versions(model_dir: str | os.PathLike) -> list[int]:
     return sorted(
         int(p.name) for p in model_dir.iterdir() if p.is_dir() and _VERSION_DIR.fullmatch(p.name)
     )
-
-
-def _writable_dir(path: Path) -> None:
-    """Creates `path` if missing; a clear error when it cannot be a writable directory."""
-    if path.exists() and not path.is_dir():
-        raise NotADirectoryError(
-            f"{path} is a file, not a directory. Export into a directory: pass another "
-            "base_dir (--base-dir); a missing one is created."
-        )
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise PermissionError(
-            f"Cannot create the export directory {path}: {err.strerror or err}. Pass a "
-            "base_dir (--base-dir) you can write to."
-        ) from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise PermissionError(
-            f"Cannot write to {path}: permission denied. Pass a base_dir (--base-dir) you can "
-            "write to, or make it writable."
-        )
 
 
 def _refuse_existing(target: Path, name: str) -> None:

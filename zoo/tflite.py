@@ -41,11 +41,11 @@ def convert(model) -> bytes:
     """The TFLite flatbuffer of `model` with every signature of its SavedModel export."""
     import tensorflow as tf
 
-    from zoo.export import _build_archive, _write_archive
+    from zoo.exporting import build_archive, write_archive
 
-    archive, signatures = _build_archive(model)
+    archive, signatures = build_archive(model)
     with tempfile.TemporaryDirectory(prefix="highway-zoo-tflite-") as saved_model:
-        _write_archive(archive, Path(saved_model))
+        write_archive(archive, Path(saved_model))
         converter = tf.lite.TFLiteConverter.from_saved_model(
             saved_model, signature_keys=signatures
         )
@@ -63,9 +63,9 @@ def versions(model_dir: str | os.PathLike) -> list[int]:
 def export(model, model_dir: Path, version: int | None, name: str) -> Path:
     """Writes `model` as `model_dir/<version>.tflite` (the next free number if None); called by
     `zoo.export(..., format="tflite")`, which checks the arguments."""
-    from zoo.export import TMP_PREFIX, _writable_dir
+    from zoo.exporting import TMP_PREFIX, writable_dir
 
-    _writable_dir(model_dir)
+    writable_dir(model_dir)
     if version is not None:
         _refuse_existing(model_dir / f"{version}{SUFFIX}", name)
     flatbuffer = convert(model)
