@@ -10,7 +10,8 @@ import tensorflow as tf
 
 import zoo
 from layers import GlobalContrastNormalization
-from training import augment, cli
+import cli
+from training import augment
 from training.data import Dataset
 from training.pipeline import evaluation_batches, training_batches
 from training.recipes import (
@@ -93,7 +94,7 @@ def test_overrides_switching_optimizer_and_their_errors():
 
 
 def test_every_recipe_field_is_a_train_flag():
-    args = cli.build_parser().parse_args([
+    args = cli.build_parser("train").parse_args([
         "train", "highway_cifar10", "--optimizer", "sgd", "--learning-rate", "0.1",
         "--momentum", "0.5", "--no-nesterov", "--lr-boundaries", "10,20", "--lr-decay", "0.5",
         "--batch-size", "50", "--epochs", "30", "--weight-decay", "0",
@@ -107,7 +108,7 @@ def test_every_recipe_field_is_a_train_flag():
     recipe = get_recipe("caffe_cifar", given)
     assert recipe["batch_size"] == 50 and recipe["momentum"] == 0.5
     # A flag not given keeps the recipe's value.
-    assert recipe_overrides(cli.build_parser().parse_args(["train", "highway_cifar10"])) == {}
+    assert recipe_overrides(cli.build_parser("train").parse_args(["train", "highway_cifar10"])) == {}
     assert [f.option for f in FIELDS if f.name == "lr_boundaries_epochs"] == ["--lr-boundaries"]
 
 

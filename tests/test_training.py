@@ -101,8 +101,10 @@ def test_cli_list_and_describe(capsys):
     out = capsys.readouterr().out
     assert "highway_b_cifar10" in out and "2,278,522" in out and "RECON" in out
     assert cli.main(["list", "highway_conv32_mnist"]) == 0
-    row = capsys.readouterr().out.splitlines()[1]
-    assert f"{zoo.describe('highway_conv32_mnist')['pretrained']['test_accuracy']:.4f}" in row
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert "paper acc %" in header and "shipped acc %" in header  # both in percent
+    shipped = zoo.describe("highway_conv32_mnist")["pretrained"]["test_accuracy"]
+    assert " 99.55 " in row and f" {100 * shipped:.2f} " in row
     assert cli.main(["describe", "highway_conv32_mnist", "--json"]) == 0
     meta = json.loads(capsys.readouterr().out)
     assert meta["params"] == 151_690 and meta["provenance"] == "CODE"

@@ -84,12 +84,12 @@ def test_bad_space_is_refused(kwargs, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--tuner", "grid"], "argument --tuner: invalid choice: 'grid' (choose from random, "
-     "bayesian, hyperband)"),
+    (["--tuner", "grid"], "argument --tuner: invalid choice: 'grid' (choose from 'random', "
+     "'bayesian', 'hyperband')"),
     (["--transform-bias-range=-1,-10"], "lower bound must be below the upper bound"),
     (["--transform-bias-range", "-1", "-10", "-3"], "takes two numbers LOW,HIGH"),
     (["--objective", "val_f1"], "argument --objective: invalid choice: 'val_f1' (choose from "
-     "loss, accuracy, val_loss, val_accuracy)"),
+     "'loss', 'accuracy', 'val_loss', 'val_accuracy')"),
 ])
 def test_bad_cli_input_gives_clear_errors(argv, message, capsys, tmp_path):
     try:

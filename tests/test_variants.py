@@ -64,14 +64,31 @@ def test_study_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert "[6/6] plain" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--variants", "coupled,highway"], "variants must be distinct names from coupled"),
-    (["--widths", "wide"], "widths must be distinct names from equal, matched"),
-    (["--seeds", "0"], "seeds must be a positive count"),
-    (["--max-train-examples", "0"], "max_train_examples must be a positive integer"),
+@pytest.mark.parametrize("kwargs, message", [
+    ({"variants": ["coupled", "highway"]}, "variants must be distinct names from coupled"),
+    ({"modes": ["wide"]}, "widths must be distinct names from equal, matched"),
+    ({"seeds": 0}, "seeds must be a positive count"),
+    ({"max_train_examples": 0}, "max_train_examples must be a positive integer"),
 ])
-def test_bad_options_are_refused_before_any_work(tmp_path, capsys, args, message):
+def test_bad_options_are_refused_before_any_work(tmp_path, kwargs, message):
     out = tmp_path / "variants"
-    assert cli.main(["variants", "--depths", "2", "--out", str(out), *args]) == 2
-    assert message in capsys.readouterr().err
+    kwargs = {"variants": ["coupled"], "modes": ["equal"], "seeds": 1, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        variants_study(kwargs.pop("variants"), [2], kwargs.pop("seeds"), out=out, **kwargs)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--variants", "coupled,highway"], "argument --variants: invalid choice: 'highway'"),
+    (["--widths", "wide"], "argument --widths: invalid choice: 'wide'"),
+    (["--seeds", "0"], "argument --seeds: expected a positive integer"),
+    (["--max-train-examples", "0"], "argument --max-train-examples: expected a positive"),
+])
+def test_bad_flags_are_one_line_usage_errors(tmp_path, capsys, args, message):
+    out = tmp_path / "variants"
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["variants", "--depths", "2", "--out", str(out), *args])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()

@@ -129,9 +129,9 @@ def analyze_weights(
             f"{name} takes images of shape {tuple(model.inputs[0].shape[1:])}; dataset "
             f"{dataset!r} has {tuple(data.image_shape)}. Pass the --dataset it was trained on."
         )
-    split = data.train if split == "train" else data.test
+    examples_of = data.train if split == "train" else data.test
     available = data.num_train if split == "train" else data.num_test
-    images, labels = load_examples(split, min(examples, available))
+    images, labels = load_examples(examples_of, min(examples, available))
     if routing:
         return _routing(name, weights, split, max_clusters, batch_size, model, images,
                         labels, out, dataset, data)

@@ -8,8 +8,19 @@ The transform-bias study, which trains at fixed biases rather than searching, is
 experiment: `training.experiments.bias_study`.
 """
 
-from training.tuning.hypermodel import ZooHyperModel
 from training.tuning.space import SearchSpace
-from training.tuning.tuner import search
 
 __all__ = ["SearchSpace", "ZooHyperModel", "search"]
+
+
+def __getattr__(name):
+    # KerasTuner (and TensorFlow) load on first use: the space imports neither.
+    if name == "ZooHyperModel":
+        from training.tuning.hypermodel import ZooHyperModel
+
+        return ZooHyperModel
+    if name == "search":
+        from training.tuning.tuner import search
+
+        return search
+    raise AttributeError(f"module 'training.tuning' has no attribute {name!r}")
