@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import cli
 import zoo
 from layers import GlobalContrastNormalization
-import cli
 from training import augment
 from training.data import Dataset
 from training.pipeline import evaluation_batches, training_batches
