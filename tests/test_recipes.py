@@ -108,7 +108,8 @@ def test_every_recipe_field_is_a_train_flag():
     recipe = get_recipe("caffe_cifar", given)
     assert recipe["batch_size"] == 50 and recipe["momentum"] == 0.5
     # A flag not given keeps the recipe's value.
-    assert recipe_overrides(cli.build_parser("train").parse_args(["train", "highway_cifar10"])) == {}
+    untouched = cli.build_parser("train").parse_args(["train", "highway_cifar10"])
+    assert recipe_overrides(untouched) == {}
     assert [f.option for f in FIELDS if f.name == "lr_boundaries_epochs"] == ["--lr-boundaries"]
 
 
