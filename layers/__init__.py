@@ -1,7 +1,8 @@
-"""Highway layers: dense and convolutional highway blocks for Keras 3, and the input
-preprocessing layers of the zoo's networks."""
+"""Highway layers for Keras 3: dense and convolutional highway layers, a batch-normalised
+highway block, and the input preprocessing layers of the zoo's networks."""
 
 from layers._highway import VARIANTS
+from layers.bn_highway_block import BNHighwayBlock
 from layers.caffe_imagenet_preprocessing import CaffeImageNetPreprocessing
 from layers.global_contrast_normalization import GlobalContrastNormalization
 from layers.highway_conv2d import HighwayConv2D
@@ -10,6 +11,7 @@ from layers.highway_stack import HighwayStack
 
 __all__ = [
     "VARIANTS",
+    "BNHighwayBlock",
     "CaffeImageNetPreprocessing",
     "GlobalContrastNormalization",
     "HighwayConv2D",

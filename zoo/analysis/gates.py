@@ -13,6 +13,12 @@ first, so a "unit" is a channel; estimation errors are taken per position and ch
 then averaged over them (as Greff et al. do over "the three spatial dimensions").
 Layers narrower than the widest one are padded with NaN in the (layer x unit) arrays.
 
+Batch-normalised blocks (`layers.BNHighwayBlock`, the BN CIFAR and ImageNet highway nets) are
+highway layers like the others: T(x) is the block's gate in inference mode (moving
+statistics), with the block's output shape, its units the output channels, b_T its gate's
+last BN beta. A block that changes the shape (strides, a projection shortcut) starts a new
+stage, so a stage's blocks share one output shape.
+
 Stacked nets (`layers.HighwayStack`, `zoo.load(..., stacked=True)`): `highway_layers` lists
 each of a stack's layers as a `StackedLayer`, a light view named as the per-layer net names
 that layer (`highway_1`, ...), and `GateProbe` reads every layer's input, output and T out of
@@ -30,7 +36,10 @@ from typing import Any
 import keras
 import numpy as np
 
-from layers import HighwayConv2D, HighwayDense, HighwayStack
+from layers import BNHighwayBlock, HighwayConv2D, HighwayDense, HighwayStack
+
+# The layers the analyses look at: each computes y from x through a transform gate T(x).
+HIGHWAY_LAYERS = (HighwayDense, HighwayConv2D, BNHighwayBlock, HighwayStack)
 
 
 class StackedLayer:
@@ -85,8 +94,8 @@ def stacked_layers(stack: HighwayStack, names: list[str] | None = None) -> list[
 
 
 def highway_layers(model: keras.Model) -> list:
-    """The model's highway layers, in graph order: each `HighwayDense` and `HighwayConv2D`,
-    and for each `HighwayStack` one `StackedLayer` per layer it holds.
+    """The model's highway layers, in graph order: each `HighwayDense`, `HighwayConv2D` and
+    `BNHighwayBlock`, and for each `HighwayStack` one `StackedLayer` per layer it holds.
 
     A stack's layers get the names of the per-layer net (`stack.layer_names()`, `highway_1`,
     ...); where those would clash (two stacks, or a layer of that name), every stack's layers
@@ -97,8 +106,7 @@ def highway_layers(model: keras.Model) -> list:
     (no gate summaries, no "gates" signature, `analyze` refuses it with a message).
     """
     found = [layer for layer in model.layers
-             if isinstance(layer, HighwayDense | HighwayConv2D | HighwayStack)
-             and layer.variant != "plain"]
+             if isinstance(layer, HIGHWAY_LAYERS) and layer.variant != "plain"]
     stacks = [layer for layer in found if isinstance(layer, HighwayStack)]
     others = {layer.name for layer in model.layers}
     default = [name for stack in stacks for name in stack.layer_names()]
@@ -116,14 +124,13 @@ def highway_layers(model: keras.Model) -> list:
 def no_gates_reason(model: keras.Model) -> str:
     """Why `highway_layers(model)` is empty, in words, for an error message."""
     plain = [layer.name for layer in model.layers
-             if isinstance(layer, HighwayDense | HighwayConv2D | HighwayStack)
-             and layer.variant == "plain"]
+             if isinstance(layer, HIGHWAY_LAYERS) and layer.variant == "plain"]
     if plain:
         return (f"its layers {', '.join(plain[:3])}{', ...' if len(plain) > 3 else ''} are "
                 "variant 'plain' (y = H(x)), which has no gates; gate analyses need a gated "
                 "variant (coupled, full, c_only, t_only, residual).")
-    return ("it holds no HighwayDense, HighwayConv2D or HighwayStack layer (a plain net has "
-            "no gates).")
+    return ("it holds no HighwayDense, HighwayConv2D, BNHighwayBlock or HighwayStack layer (a "
+            "plain net has no gates).")
 
 
 def highway_layer(model: keras.Model, name: str):
@@ -145,10 +152,10 @@ def source_layer(layer):
 
 
 def width_of(layer) -> int:
-    """The number of units (channels) of a highway layer."""
+    """The number of units (channels) of a highway layer's output and T."""
     if isinstance(layer, StackedLayer):
         return layer.width
-    return int(layer.input.shape[layer.channel_axis])
+    return int(layer.output.shape[layer.channel_axis])
 
 
 def _sources(layers: list) -> list[tuple[Any, list]]:
@@ -172,19 +179,27 @@ def _output_of(layer):
 
 
 def _feeds(previous, layer) -> bool:
-    """Whether `layer` takes `previous`'s output as its input."""
+    """Whether `layer` takes `previous`'s output as its input and keeps its shape."""
     if isinstance(layer, StackedLayer) and layer.index > 0:
         return (isinstance(previous, StackedLayer) and previous.stack is layer.stack
                 and previous.index == layer.index - 1)
     output = _output_of(previous)
-    return output is not None and _input_of(layer) is output
+    return output is not None and _input_of(layer) is output and _keeps_shape(layer)
+
+
+def _keeps_shape(layer) -> bool:
+    """Whether a highway layer's output has its input's shape (a layer of a stack always)."""
+    return (isinstance(layer, StackedLayer)
+            or tuple(layer.input.shape) == tuple(layer.output.shape))
 
 
 def stages(model: keras.Model) -> list[tuple[str, list]]:
-    """The model's highway stages: maximal chains of highway layers, each fed by the last.
+    """The model's highway stages: maximal chains of highway layers, each fed by the last
+    and keeping its shape (a layer that changes it, such as a strided block, starts a stage).
 
     A fully connected zoo net is one stage ("highway"), stacked or not; a conv net has one per
-    `stage{s}_highway{i}` group ("stage{s}"). Returns `(stage name, layers)` pairs.
+    `stage{s}_highway{i}` group ("stage{s}"), a BN net one per `stage{s}_block{b}` or
+    `conv{s}_block{b}` group. Returns `(stage name, layers)` pairs.
     """
     chains: list[list] = []
     for layer in highway_layers(model):
@@ -194,7 +209,7 @@ def stages(model: keras.Model) -> list[tuple[str, list]]:
             chains.append([layer])
     named = []
     for i, chain in enumerate(chains, start=1):
-        match = re.fullmatch(r"(.+?)_?highway_?\d+", chain[0].name)
+        match = re.fullmatch(r"(.+?)_?(?:highway|block)_?\d+", chain[0].name)
         name = match.group(1) if match and match.group(1) else "highway"
         named.append((name if name not in {n for n, _ in named} else f"{name}{i}", chain))
     return named
@@ -220,7 +235,8 @@ class GateProbe:
 
     `probe(x)` returns `{name: (input, output, T)}` and `probe.gates(x)` `{name: T}`, one
     entry per layer of `layers` (default `highway_layers(model)`), with the per-layer net's
-    shapes (`x`'s batch, then the layer's). A `HighwayDense`/`HighwayConv2D` gives its own;
+    shapes (`x`'s batch, then the layer's). A `HighwayDense`/`HighwayConv2D`/`BNHighwayBlock`
+    gives its own (T with the output's shape, a BN block's in inference mode);
     the layers of a `HighwayStack` are read out of the stack's `layer_inputs` and
     `transform_gates` (one loop each over the stack, whatever its depth), so a stacked net gives
     what the per-layer net with the same weights gives. Tensors are the backend's (usable
@@ -304,7 +320,7 @@ def transform_biases(layers: list) -> list[np.ndarray]:
             continue
         bias = layer.transform_bias
         if bias is None:
-            result.append(np.full(layer.bias.shape[0] // len(layer._learned), np.nan, np.float32))
+            result.append(np.full(width_of(layer), np.nan, np.float32))
         else:
             result.append(keras.ops.convert_to_numpy(bias))
     return result
@@ -441,7 +457,7 @@ def gate_statistics(
     return GateStatistics(
         layers=[layer.name for layer in layers],
         units=widths,
-        convolutional=[isinstance(layer, HighwayConv2D) for layer in layers],
+        convolutional=[isinstance(layer, HighwayConv2D | BNHighwayBlock) for layer in layers],
         examples=n,
         transform_bias=padded(transform_biases(layers)),
         mean_t=padded([s / n for s in sum_t]),

@@ -3,7 +3,9 @@
 "Closing the gates" of a highway layer means T := 0 (and C := 1 for the variants whose carry
 gate is not 1 - T), so the layer copies its input: y = x exactly, bit for bit, in every
 variant (`HighwayBase.lesioned`; for a "residual" block it removes the block, for "c_only",
-whose T is the constant 1, it still means y = x).
+whose T is the constant 1, it still means y = x). A batch-normalised block
+(`layers.BNHighwayBlock`) then carries its input through its shortcut only: y = S(x) (and
+its output activation, if any), x itself where the shortcut is the identity.
 
 The flag is read when a layer's `call` runs or is traced: eager calls see it at once, while
 Keras's cached `predict`/`evaluate` functions keep the graph traced before. `lesioned(...,
@@ -40,8 +42,9 @@ def lesioned(*layers, model: keras.Model | None = None) -> Iterator[None]:
     """Closes the transform gates of `layers` (they return their inputs) inside the block.
 
     Args:
-        *layers: highway layers (`HighwayDense`, `HighwayConv2D`, or a `StackedLayer`: one
-            layer of a `HighwayStack`, as `highway_layers` and `highway_layer` give them).
+        *layers: highway layers (`HighwayDense`, `HighwayConv2D`, `BNHighwayBlock`, or a
+            `StackedLayer`: one layer of a `HighwayStack`, as `highway_layers` and
+            `highway_layer` give them).
         model: if given, its traced `predict`/`evaluate` functions are dropped on entry and
             exit, so `model.predict(...)` sees the lesion (and, after it, the intact layers).
 
