@@ -19,7 +19,7 @@ $(STAMP): setup.py
 		echo "note: no Debian dataset-fashion-mnist (needs root): the shipped-weights tests will fail"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test,bench]"
+	$(BIN)/pip install --quiet -e ".[test,bench,backends]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -35,6 +35,8 @@ setup(
         # The benchmark's PyTorch-eager baseline. 2.13.0 is the CPU build on these machines'
         # disk; an unpinned torch would pull several GB of CUDA packages from PyPI.
         "bench": ["torch==2.13.0"],
+        # Keras's other backends, tested in CI beside TensorFlow (PyTorch is the bench extra's).
+        "backends": ["jax[cpu]==0.10.2"],
     },
     entry_points={"console_scripts": ["highway-zoo=cli:main"]},
 )
