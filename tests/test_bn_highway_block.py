@@ -1,16 +1,19 @@
 """Tests of layers.BNHighwayBlock: against a NumPy reference (inference and training mode),
-serialisation, a training step, mixed precision, lesioning, bad arguments, and the
-TensorBoard summaries of a net built from it."""
+serialisation, a training step, mixed precision, lesioning, bad arguments, and the gate
+analyses, export and TensorBoard summaries on nets built from it."""
 
 import json
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
+import zoo
 from layers import VARIANTS, BNHighwayBlock
 from training.callbacks import GateSummaries
-from zoo.analysis import lesioned, stages
+from zoo.analysis import gate_statistics, highway_layers, lesion_errors, lesioned, stages
+from zoo.analysis.gates import GateProbe, per_unit
 
 
 def sigmoid(z):
@@ -360,6 +363,55 @@ def test_a_zero_pad_shortcut_cannot_drop_channels():
 # --- the analyses on nets built from the block ---------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def bn_cifar():
+    keras.utils.set_random_seed(0)
+    model = zoo.load("highway110_bn_cifar10", blocks_per_stage=2)
+    for block in highway_layers(model):
+        randomize(block, np.random.default_rng(len(block.name)))
+        block.transform_bias.assign(np.full(block.filters, -1.0))
+    return model
+
+
+def pixels(n=6, seed=0):
+    return np.random.default_rng(seed).uniform(0, 255, (n, 32, 32, 3)).astype("float32")
+
+
+def test_gate_analyses_see_every_block_of_a_bn_net(bn_cifar):
+    names = [f"stage{s}_block{b}" for s in (1, 2, 3) for b in (1, 2)]
+    assert [layer.name for layer in highway_layers(bn_cifar)] == names
+    assert [(stage, [layer.name for layer in chain]) for stage, chain in stages(bn_cifar)] == [
+        (f"stage{s}", [f"stage{s}_block1", f"stage{s}_block2"]) for s in (1, 2, 3)]
+    x, labels = pixels(), np.arange(6) % 3
+    stats = gate_statistics(bn_cifar, x, labels, batch_size=4)
+    assert stats.layers == names and stats.units == [14, 14, 28, 28, 56, 56]
+    assert all(stats.convolutional)
+    io = GateProbe(bn_cifar)(x, numpy=True)
+    for i, layer in enumerate(highway_layers(bn_cifar)):
+        t = keras.ops.convert_to_numpy(layer.transform_gate(io[layer.name][0]))
+        assert t.shape == io[layer.name][1].shape  # T has the block's output shape
+        np.testing.assert_allclose(stats.mean_t[i, : layer.filters],
+                                   per_unit(t).mean(axis=0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(stats.transform_bias[i, : layer.filters], -1.0)
+    assert [e["stage"] for e in stats.estimation] == ["stage1", "stage2", "stage3"]
+    assert all(e["mean"][-1] == 0.0 and e["std"][-1] == 0.0 for e in stats.estimation)
+    lesion = lesion_errors(bn_cifar, x, labels)
+    assert lesion["layers"] == names and len(lesion["errors"]) == 6
+
+
+def test_the_export_gates_signature_of_a_bn_net(bn_cifar, tmp_path):
+    x = pixels(4, seed=1)
+    path = zoo.export(bn_cifar, base_dir=tmp_path, name="bn", warmup=False)
+    gates = tf.saved_model.load(str(path)).signatures["gates"](pixels=tf.constant(x))
+    io = GateProbe(bn_cifar)(x, numpy=True)
+    expected = {layer.name: keras.ops.convert_to_numpy(layer.transform_gate(
+        io[layer.name][0])).reshape(len(x), -1).mean(axis=1)
+        for layer in highway_layers(bn_cifar)}
+    assert sorted(gates) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_allclose(gates[name].numpy(), value, rtol=1e-5, atol=1e-6)
+
+
 def test_gate_summaries_record_the_blocks_of_a_small_bn_model(tmp_path):
     keras.utils.set_random_seed(0)
     inputs_ = keras.Input((8, 8, 3))
@@ -381,3 +433,14 @@ def test_gate_summaries_record_the_blocks_of_a_small_bn_model(tmp_path):
     assert history["units"] == [4, 4, 6]
     assert [e["epoch"] for e in history["epochs"]] == [0, 1]
     assert history["epochs"][0]["transform_bias_mean"] == [-2.0, -2.0, -2.0]
+
+
+def test_gate_analyses_see_the_imagenet_highway_blocks():
+    model = zoo.load("highway_full50_imagenet", input_shape=(32, 32, 3), width_multiplier=0.125,
+                     stage_blocks=(2, 1, 1, 1))
+    names = ["conv2_block1", "conv2_block2", "conv3_block1", "conv4_block1", "conv5_block1"]
+    assert [layer.name for layer in highway_layers(model)] == names
+    assert [stage for stage, _ in stages(model)] == ["conv2", "conv3", "conv4", "conv5"]
+    stats = gate_statistics(model, pixels(2), num_classes=1000)
+    assert stats.units == [32, 32, 64, 128, 256]
+    np.testing.assert_array_equal(stats.transform_bias[np.isfinite(stats.transform_bias)], -1.0)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import zoo
+from layers import BNHighwayBlock
 from training import augment
 
 
@@ -17,6 +18,19 @@ def outputs(model, names, x):
     probe = keras.Model(model.input, {n: model.get_layer(n).output for n in names})
     values = probe(x, training=False)
     return [keras.ops.convert_to_numpy(values[n]) for n in names]
+
+
+def block_parts(model, name, x):
+    """S, H, T and y of the `BNHighwayBlock` `name` (inference mode), from its input."""
+    block = model.get_layer(name)
+    block_input = run(keras.Model(model.input, block.input), x)
+    parts = (block.shortcut_output(block_input), block.block_state(block_input),
+             block.transform_gate(block_input), block(block_input, training=False))
+    return block, [keras.ops.convert_to_numpy(p) for p in parts]
+
+
+def weight(block, name):
+    return next(keras.ops.convert_to_numpy(w) for w in block.weights if w.name == name)
 
 
 def raw_pixels(shape, batch=2, seed=0):
@@ -60,29 +74,40 @@ def test_the_highway_nets_are_within_one_percent_of_resnet50(name, resnet50):
     model = zoo.load(name)
     assert abs(model.count_params() / resnet50.count_params() - 1) < 0.01
     # T has H's receptive fields and parameter count, block by block.
-    for layer in model.layers:
-        if layer.name.endswith("_gate_conv"):
-            twin = model.get_layer(layer.name.replace("_gate_conv", "_conv"))
-            assert [w.shape for w in layer.weights] == [w.shape for w in twin.weights]
-            assert layer.kernel_size == twin.kernel_size and layer.strides == twin.strides
+    blocks = [layer for layer in model.layers if isinstance(layer, BNHighwayBlock)]
+    assert len(blocks) == 16 and blocks[-1].name == "conv5_block3"
+    for block in blocks:
+        assert block.kernel_sizes == ((1, 1), (3, 3), (1, 1)) and block.use_bias
+        shapes = {w.name: tuple(w.shape) for w in block.weights}
+        gate = {n: shape for n, shape in shapes.items() if n.startswith("t")}
+        assert gate == {"t" + n[1:]: shape for n, shape in shapes.items() if n.startswith("h")}
+        assert len(gate) == 3 * 6  # kernel, bias, gamma, beta, moving mean and variance
 
 
-@pytest.mark.parametrize("variant", ["residual", "highway", "highway_full"])
-def test_a_bottleneck_block_combines_its_branches_as_the_paper_says(variant):
+def test_a_residual_bottleneck_block_adds_its_branch():
+    model = zoo.load("resnet50_imagenet", input_shape=(32, 32, 3), width_multiplier=0.125)
+    block = "conv3_block1"  # a first block: projection shortcut, stride 2
+    s, h, y = outputs(model, [f"{block}_0_bn", f"{block}_3_bn", f"{block}_out"],
+                      raw_pixels((32, 32, 3)))
+    np.testing.assert_allclose(y, np.maximum(s + h, 0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["highway", "highway_full"])
+def test_a_highway_bottleneck_block_combines_its_branches_as_the_paper_says(variant):
     model = zoo.load("resnet50_imagenet", variant=variant, input_shape=(32, 32, 3),
                      width_multiplier=0.125, transform_bias=-1.0)
-    block = "conv3_block1"  # a first block: projection shortcut, stride 2
-    names = [f"{block}_0_bn", f"{block}_3_bn", f"{block}_out"]
-    if variant != "residual":
-        names.append(f"{block}_transform_gate")
-    s, h, y, *t = outputs(model, names, raw_pixels((32, 32, 3)))
-    if variant == "highway_full":
-        h = np.maximum(h, 0)  # Highway-Full: a third ReLU ends H
-    expected = s + h if variant == "residual" else s + t[0] * (h - s)
-    np.testing.assert_allclose(y, np.maximum(expected, 0), rtol=1e-5, atol=1e-5)
-    if variant != "residual":
-        beta = model.get_layer(f"{block}_3_gate_bn").beta
-        np.testing.assert_array_equal(keras.ops.convert_to_numpy(beta), -1.0)
+    x = raw_pixels((32, 32, 3))
+    block, (s, h, t, y) = block_parts(model, "conv3_block1", x)  # projection, stride 2
+    assert block.strides == (2, 2) and "shortcut_kernel" in {w.name for w in block.weights}
+    np.testing.assert_allclose(y, np.maximum(s + t * (h - s), 0), rtol=1e-5, atol=1e-5)
+    # Highway-Full: a third ReLU ends H; Highway: H ends in the last BN, negative values kept.
+    assert (h.min() >= 0) == (variant == "highway_full")
+    np.testing.assert_array_equal(block.transform_bias, -1.0)
+    block, (s, h, t, y) = block_parts(model, "conv3_block2", x)  # identity shortcut
+    assert "shortcut_kernel" not in {w.name for w in block.weights}
+    (block_input,) = outputs(model, ["conv3_block1"], x)
+    np.testing.assert_array_equal(s, block_input)
+    np.testing.assert_allclose(y, np.maximum(s + t * (h - s), 0), rtol=1e-5, atol=1e-5)
 
 
 def test_imagenet_features_and_a_wrong_image_size():
@@ -117,7 +142,9 @@ def test_bn_cifar_nets_have_the_reference_codes_parameters(name, widths, highway
     model = zoo.load(name)
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     assert trainable == _trainable_params_by_formula(widths, 18, highway, projection)
-    assert len([n for n in model.layers if n.name.endswith("_out")]) == 54  # 3 x 18 blocks
+    blocks = [n for n in model.layers
+              if isinstance(n, BNHighwayBlock) or n.name.endswith("_out")]
+    assert len(blocks) == 54  # 3 x 18 blocks
     if name.startswith("resnet"):
         assert round(trainable / 1e6, 1) == 1.7  # He et al.'s ResNet-110: 1.7M
 
@@ -126,11 +153,14 @@ def test_bn_cifar_blocks_combine_as_the_reference_code():
     x = raw_pixels((32, 32, 3))
     highway = zoo.load("highway110_bn_cifar10", blocks_per_stage=2)
     block = "stage2_block1"  # stride 2, 14 -> 28 channels: a projection shortcut
-    s, h, t, y = outputs(highway, [f"{block}_shortcut_bn", f"{block}_2_relu",
-                                   f"{block}_transform_gate", f"{block}_out"], x)
+    layer, (s, h, t, y) = block_parts(highway, block, x)
     np.testing.assert_allclose(y, s + t * (h - s), rtol=1e-5, atol=1e-5)
-    beta = highway.get_layer(f"{block}_gate2_bn").beta
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(beta), -6.0)
+    assert h.min() >= 0  # H ends in a ReLU
+    assert layer.kernel_sizes == ((3, 3), (3, 3)) and not layer.use_bias
+    assert (layer.epsilon, layer.momentum) == (1e-5, 0.9)  # PyTorch's BatchNorm2d defaults
+    assert weight(layer, "shortcut_kernel").shape == (1, 1, 14, 28)
+    np.testing.assert_array_equal(weight(layer, "t2_beta"), -6.0)
+    assert "shortcut_kernel" not in {w.name for w in highway.get_layer("stage2_block2").weights}
 
     residual = zoo.load("resnet110_cifar10", blocks_per_stage=2)
     before, s, h, y = outputs(residual, ["stage1_block2_out", f"{block}_shortcut",

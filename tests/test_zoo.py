@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import zoo
-from layers import HighwayConv2D, HighwayDense
+from layers import BNHighwayBlock, HighwayConv2D, HighwayDense
 from zoo import registry
 
 EXPECTED_NAMES = {
@@ -108,14 +108,13 @@ def test_default_transform_bias_lands_in_every_highway_layer(name):
 
 
 def transform_biases(model):
-    """b_T of every gate: a highway layer's, or the beta of a BN-gated block's last gate BN."""
-    found = [keras.ops.convert_to_numpy(layer.transform_bias) for layer in highway_layers(model)]
-    return found + [keras.ops.convert_to_numpy(layer.beta) for layer in model.layers
-                    if layer.name.endswith(("_gate2_bn", "_3_gate_bn"))]
+    """b_T of every gate: a highway layer's (a BN block's is its last gate BN's beta)."""
+    return [keras.ops.convert_to_numpy(layer.transform_bias) for layer in highway_layers(model)]
 
 
 def highway_layers(model):
-    return [layer for layer in model.layers if isinstance(layer, (HighwayDense, HighwayConv2D))]
+    kinds = (HighwayDense, HighwayConv2D, BNHighwayBlock)
+    return [layer for layer in model.layers if isinstance(layer, kinds)]
 
 
 def test_layer_counts_follow_the_paper():

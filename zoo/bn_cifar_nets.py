@@ -7,8 +7,11 @@ filters, BN, ReLU; 3 stages of 18 blocks at widths 16/32/64 (x `width_multiplier
 each). A block:
 
 - ``"highway"``: H = Conv3x3-BN-ReLU-Conv3x3-BN-ReLU, T = Conv3x3-BN-ReLU-Conv3x3-BN-sigmoid
-  with the last gate BN's beta (the gate's bias) starting at -6, y = s(x) + T (H - s(x));
-- ``"residual"``: y = ReLU(Conv3x3-BN-ReLU-Conv3x3-BN(x) + s(x)), ResNet's basic block;
+  with the last gate BN's beta (the gate's bias) starting at -6, y = s(x) + T (H - s(x)):
+  one `layers.BNHighwayBlock` layer, `stage{s}_block{b}`, so the gate analyses, the
+  export's "gates" signature and the TensorBoard summaries see its T;
+- ``"residual"``: y = ReLU(Conv3x3-BN-ReLU-Conv3x3-BN(x) + s(x)), ResNet's basic block, in
+  plain Keras layers ending in the ReLU `stage{s}_block{b}_out`;
 
 with s(x) the identity, or, where the shape changes, a strided 1x1 conv + BN
 (``shortcut="projection"``, the highway net's) or the parameter-free ``"zero_pad"`` shortcut
@@ -31,15 +34,14 @@ _HE = {"class_name": "VarianceScaling",  # torch.nn.init.kaiming_normal_
        "config": {"scale": 2.0, "mode": "fan_in", "distribution": "untruncated_normal"}}
 
 
-def _conv_bn(x, filters, stride, name, kernel=3, beta=0.0):
+def _conv_bn(x, filters, stride, name, kernel=3):
     import keras
 
     x = keras.layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False,
                             kernel_initializer=keras.initializers.get(_HE),
                             name=f"{name}_conv")(x)
-    return keras.layers.BatchNormalization(
-        epsilon=_EPSILON, momentum=_MOMENTUM,
-        beta_initializer=keras.initializers.Constant(beta), name=f"{name}_bn")(x)
+    return keras.layers.BatchNormalization(epsilon=_EPSILON, momentum=_MOMENTUM,
+                                           name=f"{name}_bn")(x)
 
 
 def _shortcut(x, width, stride, name, kind):
@@ -65,21 +67,22 @@ def _shortcut(x, width, stride, name, kind):
 def _block(x, width, stride, name, variant, shortcut, gate_beta):
     import keras
 
+    if variant == "highway":
+        from layers import BNHighwayBlock
+
+        return BNHighwayBlock(
+            width, kernel_sizes=(3, 3), strides=stride,
+            shortcut="auto" if shortcut == "projection" else "zero_pad",
+            activation="relu", transform_bias_initializer=gate_beta,
+            kernel_initializer=keras.initializers.get(_HE), momentum=_MOMENTUM,
+            epsilon=_EPSILON, name=name,
+        )(x)
     s = _shortcut(x, width, stride, name, shortcut)
     h = keras.layers.Activation("relu", name=f"{name}_1_relu")(
         _conv_bn(x, width, stride, f"{name}_1"))
     h = _conv_bn(h, width, 1, f"{name}_2")
-    if variant == "residual":
-        y = keras.layers.Add(name=f"{name}_add")([s, h])
-        return keras.layers.Activation("relu", name=f"{name}_out")(y)
-    h = keras.layers.Activation("relu", name=f"{name}_2_relu")(h)
-    t = keras.layers.Activation("relu", name=f"{name}_gate1_relu")(
-        _conv_bn(x, width, stride, f"{name}_gate1"))
-    t = _conv_bn(t, width, 1, f"{name}_gate2", beta=gate_beta)
-    t = keras.layers.Activation("sigmoid", name=f"{name}_transform_gate")(t)
-    change = keras.layers.Subtract(name=f"{name}_h_minus_s")([h, s])
-    gated = keras.layers.Multiply(name=f"{name}_gated")([t, change])
-    return keras.layers.Add(name=f"{name}_out")([s, gated])
+    y = keras.layers.Add(name=f"{name}_add")([s, h])
+    return keras.layers.Activation("relu", name=f"{name}_out")(y)
 
 
 def _stage_widths(width_multiplier):
@@ -88,7 +91,9 @@ def _stage_widths(width_multiplier):
 
 def _bn_cifar_features(args):
     size = [None if d is None else -(-d // 4) for d in args["input_shape"][:2]]
-    last = f"stage3_block{args['blocks_per_stage']}_out"
+    # A highway block is one layer (stage3_block18); a residual one ends in a ReLU (..._out).
+    last = f"stage3_block{args['blocks_per_stage']}"
+    last += "" if args["variant"] == "highway" else "_out"
     return feature_info(last, (*size, _stage_widths(args["width_multiplier"])[-1]), True)
 
 

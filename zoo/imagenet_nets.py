@@ -1,8 +1,8 @@
 """50-layer bottleneck nets for ImageNet: Greff et al. 2017's Highway and Highway-Full beside
 their residual twin, ResNet-50 (He et al. 2015), built by one family builder.
 
-Layout (spec §10; keras.applications.ResNet50's, layer names included): a 7x7/2 conv, BN,
-ReLU and a 3x3/2 max pool, then 3, 4, 6 and 3 bottleneck blocks in four stages, global
+Layout (spec §10; keras.applications.ResNet50's, and its layer names for ResNet-50): a 7x7/2
+conv, BN, ReLU and a 3x3/2 max pool, then 3, 4, 6 and 3 bottleneck blocks in four stages, global
 average pooling and a 1000-way classifier. Every convolution is followed by batch
 normalisation. A block's branch H is Conv1x1-BN-ReLU-Conv3x3-BN-ReLU-Conv1x1-BN (the stride on
 the first 1x1, as ResNet v1) and its shortcut s(x) is the identity, or a strided 1x1 conv + BN
@@ -15,6 +15,9 @@ where the shape changes (each stage's first block). The variants combine them:
   BN's beta, the gate's bias, starting at -1;
 - ``"highway_full"``: as ``"highway"`` with a third ReLU ending H.
 
+A highway block is one `layers.BNHighwayBlock` layer, `conv{s}_block{b}` (so the gate
+analyses, the export's "gates" signature and the TensorBoard summaries see its T); the
+residual blocks are keras.applications' layers, ending in the ReLU `conv{s}_block{b}_out`.
 The ReLU after the combination is ResNet's, kept for the highway nets (RECON: the paper says
 only that they follow ResNet's design). H and T together double a block's parameters, and
 the paper reduced the feature maps to stay close to ResNet-50's count without saying how;
@@ -43,48 +46,39 @@ def _widths(width_multiplier):
     return [max(1, round(w * width_multiplier)) for w, _, _ in _STAGES]
 
 
-def _conv_bn(x, filters, kernel, stride, name, beta=0.0):
+def _conv_bn(x, filters, kernel, stride, name):
     import keras
 
     x = keras.layers.Conv2D(filters, kernel, strides=stride,
                             padding="same" if kernel > 1 else "valid", name=f"{name}_conv")(x)
-    return keras.layers.BatchNormalization(
-        axis=3, epsilon=_EPSILON, beta_initializer=keras.initializers.Constant(beta),
-        name=f"{name}_bn")(x)
+    return keras.layers.BatchNormalization(axis=3, epsilon=_EPSILON, name=f"{name}_bn")(x)
 
 
-def _branch(x, width, stride, name, suffix="", final_relu=False, beta=0.0):
-    """Conv1x1-BN-ReLU-Conv3x3-BN-ReLU-Conv1x1-BN (the last BN's beta starts at `beta`)."""
+def _residual_block(x, width, stride, name, first):
+    """keras.applications.ResNet50's block, layer for layer."""
     import keras
 
-    x = _conv_bn(x, width, 1, stride, f"{name}_1{suffix}")
-    x = keras.layers.Activation("relu", name=f"{name}_1{suffix}_relu")(x)
-    x = _conv_bn(x, width, 3, 1, f"{name}_2{suffix}")
-    x = keras.layers.Activation("relu", name=f"{name}_2{suffix}_relu")(x)
-    x = _conv_bn(x, _EXPANSION * width, 1, 1, f"{name}_3{suffix}", beta=beta)
-    if final_relu:
-        x = keras.layers.Activation("relu", name=f"{name}_3{suffix}_relu")(x)
-    return x
-
-
-def _block(x, width, stride, name, variant, transform_bias, first):
-    import keras
-
-    if first:
-        shortcut = _conv_bn(x, _EXPANSION * width, 1, stride, f"{name}_0")
-    else:
-        shortcut = x
-    h = _branch(x, width, stride, name, final_relu=variant == "highway_full")
-    if variant == "residual":
-        y = keras.layers.Add(name=f"{name}_add")([shortcut, h])
-    else:
-        t = _branch(x, width, stride, name, suffix="_gate", beta=transform_bias)
-        t = keras.layers.Activation("sigmoid", name=f"{name}_transform_gate")(t)
-        # y = s + T (H - s): the coupled highway combination.
-        change = keras.layers.Subtract(name=f"{name}_h_minus_s")([h, shortcut])
-        gated = keras.layers.Multiply(name=f"{name}_gated")([t, change])
-        y = keras.layers.Add(name=f"{name}_add")([shortcut, gated])
+    shortcut = _conv_bn(x, _EXPANSION * width, 1, stride, f"{name}_0") if first else x
+    h = _conv_bn(x, width, 1, stride, f"{name}_1")
+    h = keras.layers.Activation("relu", name=f"{name}_1_relu")(h)
+    h = _conv_bn(h, width, 3, 1, f"{name}_2")
+    h = keras.layers.Activation("relu", name=f"{name}_2_relu")(h)
+    h = _conv_bn(h, _EXPANSION * width, 1, 1, f"{name}_3")
+    y = keras.layers.Add(name=f"{name}_add")([shortcut, h])
     return keras.layers.Activation("relu", name=f"{name}_out")(y)
+
+
+def _highway_block(x, width, stride, name, variant, transform_bias, first):
+    """One `layers.BNHighwayBlock`: H and T bottleneck stacks, a projection shortcut in a
+    stage's first block, ResNet's ReLU after the combination."""
+    from layers import BNHighwayBlock
+
+    return BNHighwayBlock(
+        _EXPANSION * width, kernel_sizes=(1, 3, 1), inner_filters=width, strides=stride,
+        shortcut="projection" if first else "auto",
+        activation="relu" if variant == "highway_full" else None, output_activation="relu",
+        use_bias=True, transform_bias_initializer=transform_bias, epsilon=_EPSILON, name=name,
+    )(x)
 
 
 def _imagenet_features(args):
@@ -93,7 +87,9 @@ def _imagenet_features(args):
     size = list(args["input_shape"][:2])
     for _ in range(5):
         size = [None if d is None else -(-d // 2) for d in size]
-    last = f"conv5_block{args['stage_blocks'][-1]}_out"
+    # A highway block is one layer (conv5_block3); a residual one ends in a ReLU (..._out).
+    last = f"conv5_block{args['stage_blocks'][-1]}"
+    last += "_out" if args["variant"] == "residual" else ""
     return feature_info(last, (*size, _EXPANSION * _widths(args["width_multiplier"])[-1]), True)
 
 
@@ -125,8 +121,12 @@ def bottleneck_imagenet(
     for s, (width, blocks, (_, _, stride)) in enumerate(
             zip(_widths(width_multiplier), stage_blocks, _STAGES), start=2):
         for b in range(1, blocks + 1):
-            x = _block(x, width, stride if b == 1 else 1, f"conv{s}_block{b}", variant,
-                       transform_bias, first=b == 1)
+            name, block_stride = f"conv{s}_block{b}", stride if b == 1 else 1
+            if variant == "residual":
+                x = _residual_block(x, width, block_stride, name, first=b == 1)
+            else:
+                x = _highway_block(x, width, block_stride, name, variant, transform_bias,
+                                   first=b == 1)
     if not include_top:
         return inputs, features(x, pooling)
     x = keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
