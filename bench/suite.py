@@ -1,9 +1,13 @@
 """`highway-zoo bench`: the benchmark suite, quick or full, each script's table printed and its
 JSON written to one directory.
 
-The quick set (the default) measures every kind of number once, on fewer repeats and steps:
-DURATION_QUICK. The full set (`--full`) is what the README quotes: DURATION_FULL. Both on this
-2-core machine; every script runs its measurements in fresh processes through bench.driver.
+The quick set (the default) runs every script once, with fewer depths, repeats and steps: 26
+minutes measured on 2026-11-23 with this machine's 2 cores shared with a training job and other
+test runs (load average 4-8): headline 10 (6 of them PyTorch's runs, which stall when the cores
+are shared), start_up 2, wide 4, conv 8 (7 of them the three ImageNet nets), serving and
+pipeline 1 each. The full set (`--full`) is what the README quotes: about 70 minutes, estimated
+from its parts (about 40 for the 2026-11-21 run without the ImageNet nets and the pipeline, 21
+for the ImageNet conv rows on 2026-11-23, a few for the pipeline); longer when shared.
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ FULL = [
     ("serving", ["--random-weights"]),
     ("pipeline", []),
 ]
-# How long each set takes on this 2-core machine (see the README's Benchmarks section).
-DURATION_QUICK = "about 15 minutes"
-DURATION_FULL = "about 70 minutes"
+# How long each set takes on this 2-core machine (above; the README's Benchmarks section).
+DURATION_QUICK = "about 25 minutes on this 2-core machine, shared"
+DURATION_FULL = "about 70 minutes, estimated; longer when shared"
 
 
 def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None):
