@@ -49,7 +49,9 @@ REFERENCE = (32, 28, 28, 128, 128)
 
 def forward_flops(model) -> int:
     """FLOPs of one image's forward pass: 2 x kernel size x output positions, summed over the
-    layers that have a kernel (nested models included)."""
+    kernels of every layer (nested models included). A layer with several convolutions
+    (`layers.BNHighwayBlock`: its H, T and shortcut stacks, strided only at their first conv)
+    has one weight per convolution named "...kernel", each producing the layer's output size."""
     def layers(model):
         for layer in model.layers:
             yield from layers(layer) if isinstance(layer, keras.Model) else (layer,)
@@ -58,11 +60,11 @@ def forward_flops(model) -> int:
 
     total = 0
     for layer in layers(model):
-        kernel = getattr(layer, "kernel", None)
-        if kernel is None or not hasattr(kernel, "shape"):
+        kernels = [w for w in layer.weights if w.name.endswith("kernel")]
+        if not kernels:
             continue
         positions = math.prod(layer.output.shape[1:-1])
-        total += 2 * math.prod(kernel.shape) * positions
+        total += sum(2 * math.prod(k.shape) * positions for k in kernels)
     return total
 
 

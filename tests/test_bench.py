@@ -271,6 +271,19 @@ def test_conv_flops_are_counted_from_the_kernels_by_hand():
     assert conv.forward_flops(outer) == by_hand
 
 
+def test_flops_count_every_convolution_inside_a_bn_highway_block():
+    import keras
+
+    from layers import BNHighwayBlock
+
+    inputs = keras.Input((8, 8, 4))
+    # Strided, 4 -> 6 channels: H and T two 3x3 convs each, a 1x1 projection shortcut; 4x4 out
+    outputs = BNHighwayBlock(6, kernel_sizes=(3, 3), strides=2)(inputs)
+    model = keras.Model(inputs, outputs)
+    per_position = 2 * (3 * 3 * 4 * 6 + 3 * 3 * 6 * 6) * 2 + 2 * 1 * 1 * 4 * 6
+    assert conv.forward_flops(model) == per_position * 4 * 4
+
+
 def test_resnet50_flops_match_he_et_al():
     import zoo
 
