@@ -24,10 +24,17 @@ A stacked net (`HighwayStack`) gets the same tags, rows and gates.json entries a
 net with the same weights: one per layer it holds, named as in the per-layer net (`highway_1`,
 ...), read out of the stack's per-layer gate tensor (`zoo.analysis.gates.GateProbe`).
 
-Distribution: Keras calls callbacks outside the replica context; the gates are computed
-there, eagerly, from the (mirrored) variables' values under `model.distribute_strategy`'s
-scope, so MirroredStrategy and MultiWorkerMirroredStrategy need nothing special. (A
-multi-worker run gives each worker its own run directory: see training/trainer.py.)
+Backends: the callback works on every Keras backend (TensorFlow, JAX, PyTorch). The event
+files are written by `training.summaries.EventWriter` (TensorBoard's own protos and record
+format, no TensorFlow ops), in the format `tf.summary` writes; a `tf.data.Dataset` as
+`sample_batch` is read with TensorFlow, anything else needs none.
+
+Distribution (TensorFlow): Keras calls callbacks outside the replica context; the gates are
+computed there, eagerly, from the (mirrored) variables' values under
+`model.distribute_strategy`'s scope, so MirroredStrategy and MultiWorkerMirroredStrategy need
+nothing special. (A multi-worker run gives each worker its own run directory: see
+training/trainer.py.) Other backends have no `distribute_strategy`: the gates are computed
+as they are.
 
 `EpochClock`, for `train(callbacks=[EpochClock()])`, records the wall time of each epoch
 (the experiments' seconds per epoch).
@@ -35,16 +42,17 @@ multi-worker run gives each worker its own run directory: see training/trainer.p
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import keras
 import numpy as np
-import tensorflow as tf
-from tensorboard.plugins.histogram import metadata as histogram_metadata
 
+from training.summaries import EventWriter, png_of, rgb_png
 from zoo.analysis import plots
 from zoo.analysis.evolution import (
     GATES_FILE,
@@ -87,9 +95,15 @@ def histogram_buckets(values: np.ndarray, bucket_count: int = BUCKETS) -> np.nda
     return np.stack([edges[:-1], edges[1:], counts], 1)
 
 
-def _histogram(tag: str, values: np.ndarray) -> None:
-    tf.summary.write(tag, tf.constant(histogram_buckets(values)),
-                     metadata=histogram_metadata.create_summary_metadata(None, None))
+def _is_tf_dataset(value: Any) -> bool:
+    tf = sys.modules.get("tensorflow")  # a tf.data.Dataset means TensorFlow is loaded
+    return tf is not None and isinstance(value, tf.data.Dataset)
+
+
+def _strategy_scope(model: keras.Model):
+    """The TensorFlow model's distribution strategy scope; nothing on other backends."""
+    strategy = getattr(model, "distribute_strategy", None)
+    return strategy.scope() if strategy is not None else contextlib.nullcontext()
 
 
 def take_examples(sample_batch: Any, examples: int, input_rank: int):
@@ -98,7 +112,7 @@ def take_examples(sample_batch: Any, examples: int, input_rank: int):
     `sample_batch`: an array of images; an `(images, labels)` pair; or a `tf.data.Dataset` of
     `(image, label)` pairs or images, batched or not. `input_rank` is the rank of one image.
     """
-    if isinstance(sample_batch, tf.data.Dataset):
+    if _is_tf_dataset(sample_batch):
         images, labels = [], []
         count = 0
         for element in sample_batch:
@@ -183,7 +197,7 @@ class GateSummaries(keras.callbacks.Callback):
             rank = len(self.model.inputs[0].shape) - 1
             self._images, self._labels = take_examples(self.sample_batch, self.examples, rank)
         if self._writer is None:
-            self._writer = tf.summary.create_file_writer(str(self.log_dir))
+            self._writer = EventWriter(self.log_dir)
         return True
 
     def _iterations(self) -> int | None:
@@ -196,7 +210,7 @@ class GateSummaries(keras.callbacks.Callback):
 
     def _gates(self) -> list[dict[str, Any]]:
         """Per layer: T values, per-unit mean T and b_T on the sample batch."""
-        with self.model.distribute_strategy.scope():
+        with _strategy_scope(self.model):
             gates = self._probe.gates(self._images, numpy=True)
             biases = transform_biases(self._layers)
             result = []
@@ -209,22 +223,23 @@ class GateSummaries(keras.callbacks.Callback):
 
     def _write(self, step: int) -> None:
         gates = self._gates()
-        with self._writer.as_default(step=step):
-            for g in gates:
-                _histogram(f"transform_gate/{g['name']}", g["t"])
-                tf.summary.scalar(f"mean_transform_gate/{g['name']}", float(np.mean(g["t"])))
-                if np.isfinite(g["bias"]).all():
-                    _histogram(f"transform_bias/{g['name']}", g["bias"])
-            width = max(len(g["unit_mean"]) for g in gates)
-            heat = np.full((len(gates), width), np.nan)
-            for i, g in enumerate(gates):
-                heat[i, : len(g["unit_mean"])] = g["unit_mean"]
-            tf.summary.image(
-                "gates/mean_T_heatmap", plots.heatmap_rgb(heat)[None],
-                description="Mean transform gate T on the sample batch. Rows: highway layers "
-                "(first at the top); columns: units (conv: channels, averaged over positions); "
-                "viridis, T = 0 dark to T = 1 yellow.",
-            )
+        writer = self._writer
+        for g in gates:
+            writer.histogram(f"transform_gate/{g['name']}", histogram_buckets(g["t"]), step)
+            writer.scalar(f"mean_transform_gate/{g['name']}", float(np.mean(g["t"])), step)
+            if np.isfinite(g["bias"]).all():
+                writer.histogram(f"transform_bias/{g['name']}", histogram_buckets(g["bias"]),
+                                 step)
+        width = max(len(g["unit_mean"]) for g in gates)
+        heat = np.full((len(gates), width), np.nan)
+        for i, g in enumerate(gates):
+            heat[i, : len(g["unit_mean"])] = g["unit_mean"]
+        writer.image(
+            "gates/mean_T_heatmap", png_of(plots.heatmap_rgb(heat)), step,
+            description="Mean transform gate T on the sample batch. Rows: highway layers "
+            "(first at the top); columns: units (conv: channels, averaged over positions); "
+            "viridis, T = 0 dark to T = 1 yellow.",
+        )
         self._writer.flush()
         self._step = step
         if self.gates_file is not None:
@@ -250,16 +265,14 @@ class GateSummaries(keras.callbacks.Callback):
         labels = self._labels
         if labels is not None and labels.max() >= self.model.outputs[0].shape[-1]:
             labels = None  # not this model's classes
-        with self.model.distribute_strategy.scope():
+        with _strategy_scope(self.model):
             stats = gate_statistics(self.model, self._images, labels)
         fig = plots.fig2(stats, title=f"{self.model.name}, epoch {self._step}")
-        image = tf.image.decode_png(plots.png_bytes(fig), channels=3)
-        with self._writer.as_default(step=self._step):
-            tf.summary.image(
-                "gates/fig2", image[None],
-                description="NIPS 2015 Fig. 2 on the sample batch: transform gate biases, "
-                "mean T, T for one example and its block outputs (rows: highway layers).",
-            )
+        self._writer.image(
+            "gates/fig2", rgb_png(plots.png_bytes(fig)), self._step,
+            description="NIPS 2015 Fig. 2 on the sample batch: transform gate biases, "
+            "mean T, T for one example and its block outputs (rows: highway layers).",
+        )
         self._writer.flush()
 
     # --- Keras hooks -------------------------------------------------------------------

@@ -38,7 +38,11 @@ Each trial is run by exactly one worker; workers print one line per trial they r
 (`trial 03 by worker1: ...`). The chief writes the ranked table, best_hyperparameters.json
 and best_model when the last trial ends (the workers' trial checkpoints must be readable
 from the chief's `--out`). Within one process, `--strategy mirrored` trains every trial
-with `tf.distribute.MirroredStrategy` (KerasTuner's `distribution_strategy`).
+with `tf.distribute.MirroredStrategy` (KerasTuner's `distribution_strategy`; TensorFlow
+backend only).
+
+Backends: the search runs on TensorFlow, JAX and PyTorch (`KERAS_BACKEND`); its TensorBoard
+HParams are written without TensorFlow (`training.summaries`).
 """
 
 
@@ -104,8 +108,9 @@ def _format_hp(values: dict[str, Any]) -> str:
 
 def _hparams_config(tb_dir: Path, hypermodel: ZooHyperModel, objective: str) -> None:
     """Writes the HParams plugin's experiment config (the search space) once."""
-    import tensorflow as tf
     from tensorboard.plugins.hparams import api as hp_api
+
+    from training.summaries import EventWriter
 
     s = hypermodel.space
     hparams = [
@@ -116,19 +121,21 @@ def _hparams_config(tb_dir: Path, hypermodel: ZooHyperModel, objective: str) -> 
     ]
     if hypermodel.highway:
         hparams.append(hp_api.HParam("transform_bias", hp_api.RealInterval(*s.transform_bias)))
-    with tf.summary.create_file_writer(str(tb_dir)).as_default():
-        hp_api.hparams_config(hparams=hparams, metrics=[hp_api.Metric(objective)])
+    with EventWriter(tb_dir) as writer:
+        writer.summary(hp_api.hparams_config_pb(hparams=hparams,
+                                                metrics=[hp_api.Metric(objective)]), step=0)
 
 
 def _hparams_trial(tb_dir: Path, trial_id: str, values: dict[str, Any], objective: str,
                    score: float | None) -> None:
-    import tensorflow as tf
     from tensorboard.plugins.hparams import api as hp_api
 
-    with tf.summary.create_file_writer(str(tb_dir / f"trial_{trial_id}")).as_default():
-        hp_api.hparams(values, trial_id=trial_id)
+    from training.summaries import EventWriter
+
+    with EventWriter(tb_dir / f"trial_{trial_id}") as writer:
+        writer.summary(hp_api.hparams_pb(values, trial_id=trial_id), step=0)
         if score is not None:
-            tf.summary.scalar(objective, score, step=1)
+            writer.scalar(objective, score, step=1)
 
 
 def _tuner_class(kind: str):
