@@ -170,6 +170,7 @@ def load_dataset(
         DatasetFileError: an upstream file is malformed, or TFDS failed to prepare from it.
     """
     spec = _spec(name)
+    _tensorflow_reads_data_only()
     user_dir = Path(data_dir).expanduser() if data_dir else None
     tfds_dir = user_dir or Path(
         os.environ.get("TFDS_DATA_DIR") or "~/tensorflow_datasets"
@@ -224,6 +225,18 @@ def load_dataset(
         num_test=builder.info.splits[spec.test_split].num_examples,
         source=f"tensorflow-datasets {builder.name} {builder.version} at {builder.data_path}",
     )
+
+
+def _tensorflow_reads_data_only() -> None:
+    """On the JAX and PyTorch backends TensorFlow only reads the data (tf.data, on the CPU):
+    hides the GPUs from it, so that it does not reserve the GPU memory the backend trains
+    in. Nothing on the TensorFlow backend, or once TensorFlow has set up its devices."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow" or not tf.config.list_physical_devices("GPU"):
+        return
+    with contextlib.suppress(RuntimeError):  # devices already initialised: too late
+        tf.config.set_visible_devices([], "GPU")
 
 
 def _spec(name: str) -> DatasetSpec:

@@ -2,7 +2,8 @@
 
 `highway-zoo train NAME --strategy S` picks a `tf.distribute` strategy:
 
-- `default`: one device (TensorFlow's default strategy).
+- `default`: one device (TensorFlow's default strategy; on the JAX and PyTorch backends,
+  `SingleDevice`: the backend's default device, no tf.distribute).
 - `mirrored`: `tf.distribute.MirroredStrategy` over every local GPU or, without GPUs,
   every logical CPU device. `--cpu-devices N` splits the host CPU into N logical devices
   (to test distribution without GPUs; it must happen before TensorFlow starts, which the
@@ -44,6 +45,13 @@ workers can share it, with ports on 127.0.0.1 (the tests do this). If one worker
 (say it refuses a directory holding a finished run), the others stop too, with "another
 worker stopped": fix the cause and start all again.
 
+Backends: `mirrored` and `multiworker` are TensorFlow's own (tf.distribute) and need
+`KERAS_BACKEND=tensorflow`; on JAX and PyTorch they (and `--cpu-devices`) are refused with a
+one-line `ValueError` that says so. (On JAX, Keras's own `keras.distribution.DataParallel`
+distributes data-parallel training; highway-zoo does not wire it in.) tf.data still reads
+the data on every backend, as `Model.fit` takes it everywhere; TensorFlow is imported here
+only where a strategy of its own is made or inspected.
+
 Keras 3.15 and MultiWorkerMirroredStrategy: `Model.fit` fails out of the box
 (keras-team/keras#20585: it all-reduces a nested data batch to build the model, and
 reduces the scalar step logs with `axis=0`). `prepare_model` works around both for the
@@ -52,14 +60,82 @@ multi-worker case only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import sys
 from typing import Any
 
-import tensorflow as tf
+import keras
 
 STRATEGIES = ("default", "mirrored", "multiworker")
+
+
+def backend() -> str:
+    """Keras's backend in this process: "tensorflow", "jax" or "torch"."""
+    return keras.backend.backend()
+
+
+class SingleDevice:
+    """The `default` strategy of the JAX and PyTorch backends: one device, the backend's
+    default (Keras places the variables and the computation there); the few members of a
+    `tf.distribute.Strategy` that training uses, without TensorFlow."""
+
+    num_replicas_in_sync = 1
+
+    def __init__(self, backend_name: str | None = None):
+        self.backend = backend_name or backend()
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def devices(self) -> list[str]:
+        """The device, as the backend names it ("cpu:0", "gpu:0", "cuda:0", "cpu")."""
+        if self.backend == "jax":
+            return keras.distribution.list_devices()[:1]
+        if self.backend == "torch":
+            import torch
+
+            return ["cuda:0" if torch.cuda.is_available() else "cpu"]
+        return []
+
+    def __repr__(self) -> str:
+        return f"SingleDevice(backend={self.backend!r})"
+
+
+def _not_on_this_backend(what: str) -> ValueError:
+    name = backend()
+    instead = (
+        " (On JAX, Keras's own keras.distribution.DataParallel distributes data-parallel "
+        "training; highway-zoo does not wire it in.)" if name == "jax"
+        else " (highway-zoo has no multi-device training on PyTorch.)" if name == "torch"
+        else ""
+    )
+    return ValueError(
+        f"{what} is TensorFlow's tf.distribute and needs KERAS_BACKEND=tensorflow; this process "
+        f"runs Keras on {name}. Train with KERAS_BACKEND=tensorflow, or on one device with "
+        f"--strategy default.{instead}"
+    )
+
+
+def _tf():
+    import tensorflow as tf
+
+    return tf
+
+
+def versions() -> dict[str, str]:
+    """The Keras backend and the versions a run records: Keras, the backend's library and
+    TensorFlow (which reads the data on every backend)."""
+    name = backend()
+    found = {"backend": name, "keras": keras.__version__}
+    library = {"jax": "jax", "torch": "torch"}.get(name)
+    if library is not None:
+        found[library] = __import__(library).__version__
+    if "tensorflow" in sys.modules:
+        found["tensorflow"] = sys.modules["tensorflow"].__version__
+    return found
 
 
 def set_cpu_devices(count: int) -> None:
@@ -72,6 +148,9 @@ def set_cpu_devices(count: int) -> None:
     """
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"cpu devices must be a positive integer. Received: {count!r}")
+    if backend() != "tensorflow":
+        raise _not_on_this_backend("--cpu-devices (logical CPU devices for --strategy mirrored)")
+    tf = _tf()
     cpu = tf.config.list_physical_devices("CPU")[0]
     wanted = [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
     current = tf.config.get_logical_device_configuration(cpu)
@@ -123,8 +202,20 @@ def _tf_config() -> dict[str, Any]:
     return config
 
 
-def make_strategy(name: str) -> tf.distribute.Strategy:
-    """The strategy called `name` (one of `STRATEGIES`)."""
+def make_strategy(name: str) -> Any:
+    """The strategy called `name` (one of `STRATEGIES`): a `tf.distribute.Strategy`, or
+    `SingleDevice` for "default" on the JAX and PyTorch backends.
+
+    Raises:
+        ValueError: an unknown name, or "mirrored" / "multiworker" on JAX or PyTorch.
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}.")
+    if backend() != "tensorflow":
+        if name == "default":
+            return SingleDevice()
+        raise _not_on_this_backend(f"--strategy {name}")
+    tf = _tf()
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -140,16 +231,35 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
                 "TensorFlow runs anything else in the process (use the command line, or "
                 f"create the strategy first and pass it to train()). TensorFlow said: {err}"
             ) from None
-    raise ValueError(f"Unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}.")
+    raise AssertionError(name)  # every name of STRATEGIES is handled above
 
 
-def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
-    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and (
-        strategy.extended._in_multi_worker_mode()
-    )
+def check_strategy(strategy: Any) -> Any:
+    """`strategy` (a `tf.distribute.Strategy` or `SingleDevice`) if this backend can train
+    under it; a ValueError that says what to use instead if not."""
+    if isinstance(strategy, SingleDevice):
+        if strategy.backend != backend():
+            raise ValueError(f"{strategy!r} is for the {strategy.backend} backend; this process "
+                             f"runs Keras on {backend()}.")
+        return strategy
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(
+            "strategy must be a name (" + ", ".join(STRATEGIES) + "), a tf.distribute.Strategy "
+            f"or a training.distribute.SingleDevice. Received: {strategy!r}"
+        )
+    if backend() != "tensorflow":
+        raise _not_on_this_backend(f"A {type(strategy).__name__}")
+    return strategy
 
 
-def role(strategy: tf.distribute.Strategy) -> Role:
+def is_multi_worker(strategy: Any) -> bool:
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) \
+        and strategy.extended._in_multi_worker_mode()
+
+
+def role(strategy: Any) -> Role:
     """Whether this process is the chief, its worker index and the number of workers."""
     if not is_multi_worker(strategy):
         return Role(is_chief=True, index=0, workers=1)
@@ -161,7 +271,7 @@ def role(strategy: tf.distribute.Strategy) -> Role:
     return Role(is_chief=is_chief, index=index, workers=workers)
 
 
-def prepare_model(model, strategy: tf.distribute.Strategy, element_spec) -> None:
+def prepare_model(model, strategy: Any, element_spec) -> None:
     """Lets `model.fit`/`evaluate` run under MultiWorkerMirroredStrategy (Keras 3.15).
 
     Two workarounds for keras-team/keras#20585, applied to this model only and only with
@@ -177,6 +287,7 @@ def prepare_model(model, strategy: tf.distribute.Strategy, element_spec) -> None
     """
     if not is_multi_worker(strategy):
         return
+    tf = _tf()
     with strategy.scope():
         model._symbolic_build(data_batch=element_spec)
     model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
@@ -191,10 +302,11 @@ def prepare_model(model, strategy: tf.distribute.Strategy, element_spec) -> None
     model.test_step = with_vector_logs(model.test_step)
 
 
-def minimum_over_workers(strategy: tf.distribute.Strategy, value: int) -> int:
+def minimum_over_workers(strategy: Any, value: int) -> int:
     """The smallest of every worker's `value` (a collective: all workers must call it)."""
     if not is_multi_worker(strategy):
         return value
+    tf = _tf()
     local = strategy.experimental_distribute_values_from_function(
         lambda _: tf.constant([value], tf.int64)
     )
@@ -211,13 +323,16 @@ def per_replica_batch(global_batch: int, replicas: int) -> int:
     return global_batch // replicas
 
 
-def describe(strategy: tf.distribute.Strategy, name: str, global_batch: int) -> dict[str, Any]:
+def describe(strategy: Any, name: str, global_batch: int) -> dict[str, Any]:
     """What run.json records about the distribution of a run."""
     replicas = strategy.num_replicas_in_sync
-    try:
-        devices = list(strategy.extended.worker_devices)
-    except RuntimeError:  # the default strategy has no device list
-        devices = []
+    if isinstance(strategy, SingleDevice):
+        devices = strategy.devices()
+    else:
+        try:
+            devices = list(strategy.extended.worker_devices)
+        except RuntimeError:  # the default strategy has no device list
+            devices = []
     return {
         "name": name,
         "replicas": replicas,

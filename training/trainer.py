@@ -30,6 +30,15 @@ loss"); the last checkpoint taken before it stays. Every file is written to a te
 name and renamed into place (`zoo.weights.atomic_path`), so a kill never leaves a
 half-written file, and a lock (`.lock`) keeps a second process out of a live run.
 
+Backends: a run trains on whichever Keras backend the process runs (`KERAS_BACKEND`:
+tensorflow, jax or torch), with the same data order (tf.data reads the data on every
+backend), checkpoints, resumption and gate summaries; run.json's "versions" records the
+backend. `--strategy mirrored|multiworker` are TensorFlow's (`training.distribute`). The run
+directory's `.weights.h5` loads on any backend, e.g. into a TensorFlow process that exports
+it (`highway-zoo export NAME --weights RUN_DIR`). A run resumed on another backend than it
+started on goes on (the checkpoint is a `.keras` file) but is not bit-identical to an
+uninterrupted one; the resume message says so.
+
 The pieces: `training.run_dir` (the directory: layout, lock, records, status),
 `training.checkpoints` (checkpoints and the run's monitoring callback),
 `training.pipeline` (the input pipelines).
@@ -48,7 +57,6 @@ from typing import Any
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 import zoo
 from training import distribute
@@ -102,7 +110,7 @@ class RunSettings:
 
     config: dict[str, Any]  # architecture, overrides, recipe, seed, dataset: what a resume
     data: Dataset           # must match (training.run_dir.run_config)
-    strategy: tf.distribute.Strategy
+    strategy: Any  # a tf.distribute.Strategy, or distribute.SingleDevice (JAX, PyTorch)
     strategy_name: str
     role: distribute.Role
     checkpoint_every: int | None = None
@@ -131,12 +139,12 @@ class RunSettings:
         return -(-self.data.num_train // self.recipe["batch_size"])
 
 
-def _strategy(strategy: str | tf.distribute.Strategy | None) -> tuple[str, Any]:
+def _strategy(strategy: Any) -> tuple[str, Any]:
     if strategy is None:
-        return "default", tf.distribute.get_strategy()
+        return "default", distribute.make_strategy("default")
     if isinstance(strategy, str):
         return strategy, distribute.make_strategy(strategy)
-    return type(strategy).__name__, strategy
+    return type(strategy).__name__, distribute.check_strategy(strategy)
 
 
 def _now() -> str:
@@ -156,7 +164,7 @@ def train(
     recipe: str | None = None,
     verbose: int | str = "auto",
     recipe_overrides: dict[str, Any] | None = None,
-    strategy: str | tf.distribute.Strategy | None = None,
+    strategy: Any = None,
     checkpoint_every: int | None = None,
     gate_summaries: bool = True,
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
@@ -182,7 +190,9 @@ def train(
         recipe_overrides: recipe fields to change (`training.recipes.FIELDS`), e.g.
             `{"weight_decay": 0.0, "augmentation": "none"}`.
         strategy: "default", "mirrored", "multiworker" (`training.distribute`) or a
-            `tf.distribute.Strategy`. The learning rate is not scaled with replicas.
+            `tf.distribute.Strategy`. The learning rate is not scaled with replicas. On the
+            JAX and PyTorch backends only "default" (one device): the others are
+            TensorFlow's, and are refused with a ValueError.
         checkpoint_every: also checkpoint every this many steps (default: every epoch).
         gate_summaries: write the transform gates' TensorBoard summaries and gates.json
             every epoch (`training.callbacks.GateSummaries`, in `RUN_DIR/tensorboard`).
@@ -203,6 +213,7 @@ def train(
 
     Raises:
         RunDirError: `out` holds a finished, failed or different run, or is in use.
+        ValueError: a bad setting, e.g. a tf.distribute strategy on JAX or PyTorch.
         NonFiniteLossError: the loss became NaN or infinite (run.json says so).
     """
     # The strategy first: MultiWorkerMirroredStrategy must start before TF runs anything.
@@ -267,8 +278,7 @@ def _train_in(settings: RunSettings, *, run_dir: RunDir, base_dir: RunDir,
     run = previous or {
         "command": sys.argv,
         **settings.config,
-        "versions": {"python": platform.python_version(), "tensorflow": tf.__version__,
-                     "keras": keras.__version__},
+        "versions": {"python": platform.python_version(), **distribute.versions()},
         "started": _now(),
     }
     run.update(
@@ -298,12 +308,13 @@ def _train_in(settings: RunSettings, *, run_dir: RunDir, base_dir: RunDir,
     first_epoch, skip = divmod(start, steps_per_epoch)
     history: list[dict] = []
     if previous is not None:
-        _say_how_it_resumes(run_dir, settings, latest, start, restored)
+        _say_how_it_resumes(run_dir, settings, latest, start, restored,
+                            _backend_so_far(previous))
         # Epochs after the checkpoint are trained again.
         history = [e for e in run_dir.read_history() if e["epoch"] <= first_epoch]
         run.setdefault("resumed", []).append({
             "at": _now(), "command": sys.argv, "iterations": start,
-            "epoch": first_epoch, "batch": skip,
+            "epoch": first_epoch, "batch": skip, "backend": distribute.backend(),
         })
     run.update(
         metadata=model.metadata,
@@ -366,10 +377,22 @@ def _compiled_model(settings: RunSettings) -> tuple[keras.Model, Any]:
     return model, decay
 
 
+def _backend_so_far(run: dict[str, Any]) -> str:
+    """The backend the run last trained on (runs from before backends were recorded: TF)."""
+    for resumed in reversed(run.get("resumed", [])):
+        if "backend" in resumed:
+            return resumed["backend"]
+    return run.get("versions", {}).get("backend", "tensorflow")
+
+
 def _say_how_it_resumes(run_dir: RunDir, settings: RunSettings, latest: dict | None,
-                        start: int, restored: dict | None) -> None:
+                        start: int, restored: dict | None, before: str) -> None:
     first_epoch, skip = divmod(start, settings.steps_per_epoch)
     epochs = settings.epochs
+    if restored and before != distribute.backend():
+        print(f"The run trained on the {before} backend so far and goes on on "
+              f"{distribute.backend()}: the rest of its curve will not be bit-identical to an "
+              f"uninterrupted run's (resume with KERAS_BACKEND={before} for that).", flush=True)
     if latest and latest["iterations"] != start:
         print(f"This worker's latest checkpoint is at iteration {latest['iterations']}, "
               f"another worker's at {start}: all resume from {start}.", flush=True)
@@ -393,7 +416,7 @@ def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: Ru
     recipe, data = settings.recipe, settings.data
     first_epoch, skip = divmod(start, settings.steps_per_epoch)
 
-    def batches(epoch: int, skip_batches: int = 0) -> tf.data.Dataset:
+    def batches(epoch: int, skip_batches: int = 0):  # a tf.data.Dataset
         return training_batches(
             data.train, num_examples=data.num_train, batch_size=recipe["batch_size"],
             seed=settings.seed, epoch=epoch, augmentation=recipe["augmentation"],
@@ -421,7 +444,7 @@ def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: Ru
 
 
 def _run_callbacks(model: keras.Model, callbacks: list[keras.callbacks.Callback],
-                   epoch_batches: tf.data.Dataset,
+                   epoch_batches: Any,  # a tf.data.Dataset
                    settings: RunSettings) -> keras.callbacks.CallbackList:
     """The callbacks of one epoch's `fit`, as `fit` would make them (with its history and
     progress bar) but told the run's epoch count: the progress says "Epoch k/N" with the

@@ -114,7 +114,8 @@ class ZooHyperModel(_hypermodel_base()):
 
         if self.data is None:
             raise ValueError("ZooHyperModel needs `data` (a training.data.Dataset) to fit.")
-        replicas = model.distribute_strategy.num_replicas_in_sync
+        strategy = getattr(model, "distribute_strategy", None)  # TensorFlow's only
+        replicas = strategy.num_replicas_in_sync if strategy is not None else 1
         distribute.per_replica_batch(self.batch_size, replicas)
         epochs = [training_batches(self.data.train, num_examples=self.data.num_train,
                                    batch_size=self.batch_size, seed=self.seed, epoch=e)
