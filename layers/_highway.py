@@ -80,6 +80,21 @@ def combine(variant: str, x, h, t=None, c=None):
     return (h if t is None else h * t) + (x if c is None else x * c)
 
 
+def combine_backward(variant: str, x, h, t, c, dy):
+    """The gradients of `combine`'s y for dL/dy: `(dx, dh, dt, dc)`, where dx is the carry
+    path's share of dL/dx (None for "plain": no carry) and dt, dc are None for gates the variant
+    does not learn. Operators only, so it runs on any backend's arrays (the hand-written
+    backward passes of `HighwayStack` on JAX and PyTorch; TensorFlow's is in _stack_loop.py)."""
+    if variant == "plain" and t is None and c is None:  # y = H
+        return None, dy, None, None
+    if variant == "coupled":  # y = x + T (H - x)
+        dh = dy * t
+        return dy - dh, dh, dy * (h - x), None
+    # y = H T + x C, a gate not learned being 1
+    return (dy if c is None else dy * c, dy if t is None else dy * t,
+            None if t is None else dy * h, None if c is None else dy * x)
+
+
 class HighwayArguments:
     """The constructor arguments every highway layer shares: normalised, serialised, and
     turned into each learned branch's initializers. Mixed into `keras.layers.Layer`s."""
@@ -135,7 +150,9 @@ class HighwayArguments:
         *leading, fused = self.bias.shape
         width = fused // len(self._learned)
         start = self._learned.index(branch) * width
-        return ops.slice(self.bias, (0,) * len(leading) + (start,), (*leading, width))
+        # (A tensor, not the variable: JAX's and PyTorch's slicing take no Keras variable.)
+        bias = ops.convert_to_tensor(self.bias)
+        return ops.slice(bias, (0,) * len(leading) + (start,), (*leading, width))
 
     @property
     def transform_bias(self):

@@ -1,5 +1,6 @@
 """The fast path of `HighwayStack` on TensorFlow: chunks of straight-line layers in a loop, and
-the paper's backward pass written out.
+the paper's backward pass written out. Imported only on the TensorFlow backend (JAX's and
+PyTorch's paths are _stack_jax.py and _stack_torch.py).
 
 On a CPU a width-50 highway layer is a few microseconds of arithmetic, so what a step costs is
 mostly bookkeeping. Three kinds are avoided here:
@@ -22,11 +23,6 @@ import keras
 import tensorflow as tf
 
 from layers._highway import combine
-
-# Layers written out per chunk: the loop's control is then paid once per 4 layers, and a step at
-# depth 30 is as fast as with all 30 written out (bench: 2.42 ms forward + backward with 4 or 8,
-# 2.95 with 2, 3.02 with 1); tracing and graph optimisation grow with it.
-UNROLL = 4
 
 # dL/dz from dL/dy written with the activation's output y = activation(z) (TensorFlow's fused
 # gradient kernels): what lets the backward pass use the saved H instead of recomputing z.
@@ -88,7 +84,7 @@ def _split_branches(kernel, bias, n):
     return (*tf.split(kernel, n, axis=-1), *tf.split(bias, n, axis=-1))
 
 
-def highway_stack(x, kernel, bias, activation, variant, learned, unroll=UNROLL, training=True):
+def highway_stack(x, kernel, bias, activation, variant, learned, unroll, training=True):
     """`depth` highway layers on `x` (batch, d), kernel (depth, d, n*d), bias (depth, n*d), with
     a hand-written gradient for x, kernel and bias. `training=False` keeps nothing per layer."""
     backprop_h = _BACKPROP_FROM_OUTPUT[activation]

@@ -11,7 +11,27 @@ from layers._highway import (
     _reseeded,
     combine,
 )
-from layers._stack_loop import UNROLL, has_fast_path, highway_stack
+
+# Layers written out per chunk of the TensorFlow fast path's loop (layers/_stack_loop.py): the
+# loop's control is then paid once per 4 layers, and a step at depth 30 is as fast as with all
+# 30 written out (bench: 2.42 ms forward + backward with 4 or 8, 2.95 with 2, 3.02 with 1);
+# tracing and graph optimisation grow with it.
+UNROLL = 4
+
+
+def _backend_path():
+    """The module with this backend's fast path (`has_fast_path`, `highway_stack`), imported
+    when first needed, so that a backend never imports another's framework; None elsewhere."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        from layers import _stack_loop as path
+    elif backend == "jax":
+        from layers import _stack_jax as path
+    elif backend == "torch":
+        from layers import _stack_torch as path
+    else:
+        return None
+    return path
 
 # Initializers whose values do not depend on the shape's fans: one call fills the whole stack.
 _FAN_FREE = (
@@ -111,18 +131,29 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
     Each layer's slice is initialised like a `HighwayDense` would be (per-branch fan-in, its
     own random stream).
 
-    The fast path (TensorFlow backend; activations `tanh`, `sigmoid`, `relu`, `linear`;
-    `layers/_stack_loop.py`): `unroll` layers are written out as straight-line code and a
-    `tf.while_loop` runs over such chunks, with the remaining depth % `unroll` layers written
-    out after it, so the traced graph, and the time to trace and optimise it, holds fewer than
-    2 * `unroll` layers whether the stack is 20 or 20,000 deep. The backward pass is written
-    out (the paper's appendix): the forward pass keeps each layer's input, H and gates, and a
-    layer's backward step is one matmul per branch for dL/dx and one for its weights, with no
-    autodiff bookkeeping. With `training=False` (predict, evaluate, serving) nothing is kept
-    per layer. Other activations, other backends and a stack with lesioned layers autodiff
-    through `keras.ops.scan` over single layers (depth-independent too, slower per step);
-    `hand_written_backward = False` (an attribute, not config) forces that path, for checking
-    and benchmarking.
+    Each backend has its fast path, imported only on that backend (activations `tanh`,
+    `sigmoid`, `relu`, `linear` get the paper's backward pass written out: the forward pass
+    keeps each layer's input, H and gates, and a layer's backward step is a matmul for dL/dx,
+    with no autodiff bookkeeping):
+
+    - TensorFlow (`layers/_stack_loop.py`): `unroll` layers are written out as straight-line
+      code and a `tf.while_loop` runs over such chunks, with the remaining depth % `unroll`
+      layers written out after it, so the traced graph, and the time to trace and optimise it,
+      holds fewer than 2 * `unroll` layers whether the stack is 20 or 20,000 deep; a
+      `tf.custom_gradient`. With `training=False` (predict, evaluate, serving) nothing is kept
+      per layer. Other activations autodiff through `keras.ops.scan`.
+    - JAX (`layers/_stack_jax.py`): one `jax.lax.scan` over the layers, compiled once at any
+      depth, with a `jax.custom_vjp` (a reverse scan, then the weight gradients of all layers
+      in one batched matmul). Other activations autodiff through the scan. `unroll` is not
+      used (scanning unrolled measured slower).
+    - PyTorch (`layers/_stack_torch.py`): a Python loop of plain `torch` ops over the layers'
+      `unbind` slices, with a `torch.autograd.Function` (one autograd node for the stack).
+      Other activations autograd through the loop.
+
+    A stack with lesioned layers autodiffs through `keras.ops.scan` over single layers.
+    `hand_written_backward = False` (an attribute, not config) autodiffs instead of the
+    written-out backward pass (TensorFlow: through `keras.ops.scan`; JAX, PyTorch: through
+    their loop), for checking and benchmarking.
 
     Analysis: `layer_outputs(x)`, `transform_gates(x)`, `block_states(x)` and `carry_gates(x)`
     return one entry per layer, shape `(depth, *x.shape)`, where entry `i` is evaluated at layer
@@ -156,10 +187,10 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             the stacked `kernel` / `bias` (a sum-type regularizer such as L2 gives the same
             penalty as on the per-layer weights).
         activity_regularizer: Applied to the stack's output.
-        unroll: Layers written out per iteration of the fast path's loop (default 4): a stack
-            up to that deep runs with no loop, and start-up grows with `unroll`, not depth. A
-            speed / trace-time trade like `keras.layers.RNN(unroll=...)`; results do not depend
-            on it.
+        unroll: Layers written out per iteration of the TensorFlow fast path's loop (default
+            4): a stack up to that deep runs with no loop, and start-up grows with `unroll`,
+            not depth. A speed / trace-time trade like `keras.layers.RNN(unroll=...)`; results
+            do not depend on it (nor, on JAX and PyTorch, anything else).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Input shape: `(batch_size, ..., d)`, `d` defined. Output shape: the same.
@@ -285,17 +316,27 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         return ops.scan(step, x, xs)
 
     def call(self, inputs, training=None):
-        fast = self.hand_written_backward and has_fast_path(self.activation)
-        if self.lesioned_layers or not fast:
-            # Autodiff through the loop: any activation, and lesioning for the analyses.
-            y, _ = self._scan(inputs, lambda x, h, t, c, y: y)
-            return y
+        path = _backend_path()
+        if path is not None and not self.lesioned_layers:
+            tensorflow = keras.backend.backend() == "tensorflow"
+            if not tensorflow or (self.hand_written_backward
+                                  and path.has_fast_path(self.activation)):
+                return self._fast_call(path, inputs, training, tensorflow)
+        # Autodiff through keras.ops.scan: any activation, and lesioning for the analyses.
+        y, _ = self._scan(inputs, lambda x, h, t, c, y: y)
+        return y
+
+    def _fast_call(self, path, inputs, training, tensorflow):
         d = inputs.shape[-1]
         x = ops.reshape(inputs, (-1, d))
         kernel = ops.cast(self.kernel, self.compute_dtype)
         bias = ops.cast(self.bias, self.compute_dtype)
-        y = highway_stack(x, kernel, bias, self.activation, self.variant, self._learned,
-                          self.unroll, training=bool(training))
+        if tensorflow:
+            y = path.highway_stack(x, kernel, bias, self.activation, self.variant,
+                                   self._learned, self.unroll, training=bool(training))
+        else:  # JAX, PyTorch: their loop, autodiffed for other activations or when asked
+            y = path.highway_stack(x, kernel, bias, self.activation, self.variant,
+                                   self._learned, hand_written=self.hand_written_backward)
         return ops.reshape(y, ops.shape(inputs))
 
     # -- analysis ------------------------------------------------------------------------------

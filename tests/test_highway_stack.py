@@ -14,8 +14,7 @@ import tensorflow as tf
 from layer_test_helper import run_layer_battery
 
 from layers import VARIANTS, HighwayDense
-from layers._stack_loop import UNROLL
-from layers.highway_stack import HighwayStack, stack_weights, unstack_weights
+from layers.highway_stack import UNROLL, HighwayStack, stack_weights, unstack_weights
 
 DEPTH, WIDTH, BATCH = 7, 6, 5
 FAST_ACTIVATIONS = ["tanh", "sigmoid", "relu", "linear"]  # derivative in terms of the output

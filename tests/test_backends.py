@@ -1,0 +1,278 @@
+"""Keras 3 on every backend: JAX and PyTorch as first-class as TensorFlow.
+
+The pytest process runs on TensorFlow (conftest.py); JAX and PyTorch run in subprocesses, with
+KERAS_BACKEND set before keras is imported, through `run_on_backend`. Weights cross over as
+`.weights.h5` files (backend-neutral): saved on TensorFlow, loaded on the others, so every
+backend computes with the same weights. The builders and `output_and_gradients` below are
+backend-neutral and imported by the subprocesses (this module imports no framework itself).
+
+All tests here are marked `backends` (pytest.ini): `pytest -m backends`, or `-m "not
+backends"` to leave them out.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+OTHER_BACKENDS = ("jax", "torch")
+
+pytestmark = pytest.mark.backends
+
+
+def run_on_backend(backend, code, tmp_path, timeout=240, **arrays):
+    """Runs `code` (Python source) in a fresh process on `backend` and returns what it left in
+    `OUT`, as a dict of NumPy arrays.
+
+    The code sees `IN` (the keyword `arrays`, as NumPy arrays), `OUT` (a dict to fill with
+    arrays, or anything `np.asarray` takes), `TMP` (`tmp_path`) and `BACKEND`; the repository
+    root and tests/ are on sys.path, so `import test_backends` gives this module's helpers.
+    """
+    tag = f"{backend}_{abs(hash(code)) % 10**8}"
+    inputs, outputs = tmp_path / f"in_{tag}.npz", tmp_path / f"out_{tag}.npz"
+    np.savez(inputs, **arrays)
+    script = tmp_path / f"run_{tag}.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{str(ROOT)!r}, {str(TESTS)!r}]\n"
+        "from pathlib import Path\n"
+        "import numpy as np\n"
+        f"IN = dict(np.load({str(inputs)!r}))\n"
+        f"OUT, TMP, BACKEND = {{}}, Path({str(tmp_path)!r}), {backend!r}\n"
+        + textwrap.dedent(code)
+        + f"\nnp.savez({str(outputs)!r}, **{{k: np.asarray(v) for k, v in OUT.items()}})\n"
+    )
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, timeout=timeout, cwd=str(ROOT))
+    assert run.returncode == 0, f"{backend}:\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
+    with np.load(outputs) as out:
+        return dict(out)
+
+
+def output_and_gradients(model, x, training=False, jit=True):
+    """`model(x)` and the gradients of `sum(sin(model(x)))` for `x` and each of
+    `model.trainable_variables`, as NumPy arrays, on whichever backend Keras runs (JAX: through
+    `stateless_call`, jitted unless `jit=False`)."""
+    backend = keras.backend.backend()
+    x = np.asarray(x, np.float32)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = model(x, training=training)
+            loss = tf.reduce_sum(tf.sin(y))
+        grads = tape.gradient(loss, [x, *model.trainable_variables])
+    elif backend == "jax":
+        import jax
+
+        trainable = [v.value for v in model.trainable_variables]
+        other = [v.value for v in model.non_trainable_variables]
+
+        def loss(x, trainable):
+            y, _ = model.stateless_call(trainable, other, x, training=training)
+            return jax.numpy.sum(jax.numpy.sin(y)), y
+
+        run = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)
+        run = jax.jit(run) if jit else run
+        (_, y), (gx, gw) = run(x, trainable)
+        grads = [gx, *gw]
+    elif backend == "torch":
+        import torch
+
+        for v in model.trainable_variables:
+            v.value.grad = None
+        x = torch.tensor(x, requires_grad=True)
+        y = model(x, training=training)
+        torch.sin(y).sum().backward()
+        grads = [x.grad, *(v.value.grad for v in model.trainable_variables)]
+    else:
+        raise ValueError(f"no gradients for backend {backend!r}")
+    return (keras.ops.convert_to_numpy(y),
+            [keras.ops.convert_to_numpy(g) for g in grads])
+
+
+def assert_close(actual, desired, what="", rtol=1e-5, atol=1e-5):
+    """float32 round-off between backends, relative to the array's scale (summation orders
+    differ: fused kernels, convolution algorithms)."""
+    desired = np.asarray(desired)
+    scale = max(1.0, float(np.abs(desired).max())) if desired.size else 1.0
+    np.testing.assert_allclose(actual, desired, rtol=rtol, atol=atol * scale, err_msg=what)
+
+
+# == layers and zoo ================================================================================
+# The highway layers and one zoo net of each family give the same outputs and gradients on
+# TensorFlow, JAX and PyTorch for the same weights; HighwayStack's fast path on each backend
+# equals the chain of HighwayDense layers; `import layers` on JAX / PyTorch imports no
+# TensorFlow.
+
+STACK_DEPTH, WIDTH, BATCH = 7, 6, 5
+
+
+def variant_model(variant):
+    """HighwayConv2D -> HighwayDense -> HighwayStack(7) of one variant, on (4, 4, 6) inputs:
+    every layer's weights get a gradient from one loss. Biases drawn at random (gates neither
+    open nor shut); explicit names, so a .weights.h5 file finds them in any process."""
+    from layers import HighwayConv2D, HighwayDense, HighwayStack
+
+    def biases(seed):
+        return {"bias_initializer": keras.initializers.RandomNormal(seed=seed),
+                "transform_bias_initializer": keras.initializers.RandomNormal(seed=seed + 1),
+                "carry_bias_initializer": keras.initializers.RandomNormal(seed=seed + 2)}
+
+    inputs = keras.Input((4, 4, WIDTH), name="x")
+    x = HighwayConv2D(3, variant=variant, name="conv", kernel_initializer=
+                      keras.initializers.GlorotUniform(seed=1), **biases(10))(inputs)
+    x = HighwayDense(variant=variant, name="dense", kernel_initializer=
+                     keras.initializers.GlorotUniform(seed=2), **biases(20))(x)
+    x = HighwayStack(STACK_DEPTH, variant=variant, name="stack", kernel_initializer=
+                     keras.initializers.GlorotUniform(seed=3), **biases(30))(x)
+    return keras.Model(inputs, x, name=f"highway_{variant}")
+
+
+def stack_and_chain(variant, activation):
+    """A built HighwayStack with random biases and the chain of HighwayDense layers with its
+    weights."""
+    from layers import HighwayStack
+
+    keras.utils.set_random_seed(0)
+    stack = HighwayStack(STACK_DEPTH, activation=activation, variant=variant,
+                         bias_initializer="random_normal",
+                         transform_bias_initializer="random_normal",
+                         carry_bias_initializer="random_normal")
+    stack.build((None, WIDTH))
+    return stack, stack.to_layers()
+
+
+def _stack_vs_chain(variant, activation, hand_written, training, x):
+    """(stack's output and grads, chain's output and grads) for x, kernel, bias."""
+    stack, layers = stack_and_chain(variant, activation)
+    stack.hand_written_backward = hand_written
+    inputs = keras.Input(x.shape[1:])
+    h = inputs
+    for layer in layers:
+        h = layer(h)
+    chain = keras.Model(inputs, h)
+    stacked = keras.Model(inputs, stack(inputs))
+    y, grads = output_and_gradients(stacked, x, training)
+    # (JAX: the chain op by op; compiling 7 layers each time costs more than running them.)
+    y_chain, (gx, *g_chain) = output_and_gradients(chain, x, training, jit=False)
+    return (y, grads), (y_chain, [gx, np.stack(g_chain[0::2]), np.stack(g_chain[1::2])])
+
+
+# Every variant through the hand-written backward pass (tanh) and autodiff through the
+# backend's loop (elu: no derivative in terms of the output); relu's derivative and
+# hand_written_backward = False on the variant with the most branches.
+STACK_CASES = [*((variant, activation, True)
+                 for variant in ("coupled", "full", "c_only", "t_only", "residual", "plain")
+                 for activation in ("tanh", "elu")),
+               ("full", "relu", True), ("full", "tanh", False)]
+
+
+def stack_vs_chain_on_this_backend(out, x):
+    """Every (variant, activation, hand_written) of STACK_CASES: the stack's output and
+    gradients minus the chain's, and the chain's scale, into `out`."""
+    for variant, activation, hand_written in STACK_CASES:
+        (y, grads), (y_chain, grads_chain) = _stack_vs_chain(variant, activation,
+                                                             hand_written, True, x)
+        for name, a, b in zip(("y", "dx", "dkernel", "dbias"), [y, *grads],
+                              [y_chain, *grads_chain]):
+            key = f"{variant}/{activation}/{hand_written}/{name}"
+            out[key], out[key + "/chain"] = a, b
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_import_layers_imports_no_tensorflow(backend, tmp_path):
+    # Importing the package, and running a stack forwards and backwards (its fast path on this
+    # backend), needs no TensorFlow. (Keras itself imports TensorFlow, when installed, for
+    # `get_config` and `keras.utils.set_random_seed`.)
+    out = run_on_backend(backend, """
+        import sys
+        import layers
+        OUT["after_import"] = "tensorflow" in sys.modules
+        import keras
+        import numpy as np
+        import test_backends
+        model = keras.Sequential([keras.Input((4,)), layers.HighwayStack(3)])
+        test_backends.output_and_gradients(model, np.ones((2, 4), "float32"), training=True)
+        OUT["after_a_step"] = "tensorflow" in sys.modules
+        OUT["paths"] = ",".join(sorted(m for m in sys.modules if m.startswith("layers._stack")))
+    """, tmp_path)
+    assert not out["after_import"] and not out["after_a_step"]
+    assert str(out["paths"]) == f"layers._stack_{backend}", out["paths"]
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_stack_fast_path_matches_the_per_layer_chain(backend, tmp_path):
+    """On JAX and PyTorch: HighwayStack's outputs and gradients (input, kernel, bias) equal the
+    HighwayDense chain's with the same weights, for every variant, through the hand-written
+    backward pass (tanh, relu) and autodiff through the backend's loop (elu;
+    hand_written_backward = False), on 3-D input."""
+    x = np.random.default_rng(2).normal(size=(2, BATCH, WIDTH)).astype(np.float32)
+    out = run_on_backend(backend, """
+        import test_backends
+        test_backends.stack_vs_chain_on_this_backend(OUT, IN["x"])
+    """, tmp_path, x=x)
+    for variant, activation, hand_written in STACK_CASES:
+        for name in ("y", "dx", "dkernel", "dbias"):
+            key = f"{variant}/{activation}/{hand_written}/{name}"
+            assert_close(out[key], out[key + "/chain"], f"{backend} {key}")
+
+
+def _layers_on_tensorflow(tmp_path, x):
+    """Saves each variant's model's weights; TensorFlow's outputs and gradients (inference
+    and training)."""
+    expected = {}
+    for variant in ("coupled", "full", "c_only", "t_only", "residual", "plain"):
+        model = variant_model(variant)
+        model.save_weights(tmp_path / f"{variant}.weights.h5")
+        for training in (False, True):
+            y, grads = output_and_gradients(model, x, training)
+            expected[f"{variant}/{training}"] = [y, *grads]
+    return expected
+
+
+def layers_on_this_backend(out, x, folder):
+    for variant in ("coupled", "full", "c_only", "t_only", "residual", "plain"):
+        model = variant_model(variant)
+        model.load_weights(Path(folder) / f"{variant}.weights.h5")
+        for training in (False, True):
+            # (JAX: jitted in training, as fit runs it; op by op in inference, as quick.)
+            y, grads = output_and_gradients(model, x, training, jit=training)
+            for i, value in enumerate([y, *grads]):
+                out[f"{variant}/{training}/{i}"] = value
+
+
+@pytest.fixture(scope="module")
+def tensorflow_layers(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("layers")
+    x = np.random.default_rng(3).normal(size=(3, 4, 4, WIDTH)).astype(np.float32)
+    return folder, x, _layers_on_tensorflow(folder, x)
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_layers_match_tensorflow(backend, tensorflow_layers):
+    """HighwayConv2D, HighwayDense and HighwayStack of every variant: outputs and gradients
+    (input and every weight) on JAX / PyTorch equal TensorFlow's for the same weights,
+    in inference and in training (TensorFlow's hand-written backward pass)."""
+    folder, x, expected = tensorflow_layers
+    out = run_on_backend(backend, f"""
+        import test_backends
+        test_backends.layers_on_this_backend(OUT, IN["x"], {str(folder)!r})
+    """, folder, x=x)
+    for key, values in expected.items():
+        names = ["y", "dx", "conv kernel", "conv bias", "dense kernel", "dense bias",
+                 "stack kernel", "stack bias"]
+        assert len(values) == len(names)
+        for i, (value, name) in enumerate(zip(values, names)):
+            assert_close(out[f"{key}/{i}"], value, f"{backend} {key} {name}")
