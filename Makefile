@@ -1,4 +1,6 @@
-# `make demo` sets everything up and runs the main job; `make test` runs the tests.
+# `make demo` sets everything up and runs the main job; `make test` runs the tests, those of
+# the JAX and PyTorch backends among them (marked `backends`: subprocesses with KERAS_BACKEND
+# set); `make test-backends` runs only those.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 export KERAS_BACKEND ?= tensorflow
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test test-backends lint clean
 
 setup: $(STAMP)
 
@@ -27,6 +29,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests
+
+test-backends: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m backends tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check layers zoo training bench cli tests
