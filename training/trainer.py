@@ -390,7 +390,7 @@ def _say_how_it_resumes(run_dir: RunDir, settings: RunSettings, latest: dict | N
     first_epoch, skip = divmod(start, settings.steps_per_epoch)
     epochs = settings.epochs
     if restored and before != distribute.backend():
-        print(f"The run trained on the {before} backend so far and goes on on "
+        print(f"The run trained on the {before} backend so far and continues on "
               f"{distribute.backend()}: the rest of its curve will not be bit-identical to an "
               f"uninterrupted run's (resume with KERAS_BACKEND={before} for that).", flush=True)
     if latest and latest["iterations"] != start:
