@@ -276,3 +276,79 @@ def test_layers_match_tensorflow(backend, tensorflow_layers):
         assert len(values) == len(names)
         for i, (value, name) in enumerate(zip(values, names)):
             assert_close(out[f"{key}/{i}"], value, f"{backend} {key} {name}")
+
+
+def _zoo_cases():
+    from zoo_cases import one_per_family
+
+    return one_per_family()
+
+
+def _case_id(case):
+    name, overrides = case
+    return name + ("_stacked" if overrides.get("stacked") else "")
+
+
+def zoo_net(name, overrides):
+    import zoo
+
+    return zoo.load(name, **overrides)
+
+
+def zoo_modes(model):
+    """Inference; training too (batch statistics in the BN nets, the stack's training path)
+    where the net has no dropout (random masks differ across backends) and is small (the
+    shrunk ImageNet net's BN is the CIFAR one's: inference is enough there)."""
+    dropout = any(isinstance(layer, keras.layers.Dropout) for layer in model._flatten_layers())
+    return (False,) if dropout or model.count_params() > 250_000 else (False, True)
+
+
+def zoo_net_on_this_backend(out, name, overrides, x, weights):
+    model = zoo_net(name, overrides)
+    model.load_weights(weights)
+    for training in zoo_modes(model):
+        y, grads = output_and_gradients(model, x, training)
+        for i, value in enumerate([y, *grads]):
+            out[f"{training}/{i}"] = value
+
+
+@pytest.fixture(scope="module")
+def tensorflow_zoo(tmp_path_factory):
+    """Per zoo case, on first use: the weights file, the input, TensorFlow's outputs and
+    gradients."""
+    folder, done = tmp_path_factory.mktemp("zoo"), {}
+
+    def get(case):
+        key = _case_id(case)
+        if key not in done:
+            keras.backend.clear_session()
+            keras.utils.set_random_seed(0)
+            model = zoo_net(*case)
+            path = folder / f"{key}.weights.h5"
+            model.save_weights(path)
+            shape = (2, *model.inputs[0].shape[1:])
+            x = np.random.default_rng(4).uniform(0, 255, shape).astype(np.float32)
+            expected = {training: [y, *grads] for training in zoo_modes(model)
+                        for y, grads in [output_and_gradients(model, x, training)]}
+            done[key] = (path, x, expected, [v.path for v in model.trainable_variables])
+        return done[key]
+
+    return get
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+@pytest.mark.parametrize("case", _zoo_cases(), ids=_case_id)
+def test_zoo_net_matches_tensorflow(backend, case, tensorflow_zoo, tmp_path):
+    """One zoo net of each family (shrunk as tests/zoo_cases.py says; the FC net also
+    stacked): outputs and gradients (input and every weight) on JAX / PyTorch equal
+    TensorFlow's for the same weights."""
+    path, x, expected, names = tensorflow_zoo(case)
+    name, overrides = case
+    out = run_on_backend(backend, f"""
+        import test_backends
+        test_backends.zoo_net_on_this_backend(OUT, {name!r}, {overrides!r}, IN["x"],
+                                              {str(path)!r})
+    """, tmp_path, x=x)
+    for training, values in expected.items():
+        for i, (value, what) in enumerate(zip(values, ["y", "dx", *names])):
+            assert_close(out[f"{training}/{i}"], value, f"{backend} {name} {training} {what}")
