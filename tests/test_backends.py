@@ -352,3 +352,72 @@ def test_zoo_net_matches_tensorflow(backend, case, tensorflow_zoo, tmp_path):
     for training, values in expected.items():
         for i, (value, what) in enumerate(zip(values, ["y", "dx", *names])):
             assert_close(out[f"{training}/{i}"], value, f"{backend} {name} {training} {what}")
+
+
+# The analyses (zoo.analysis: gate statistics, lesioning, routing patterns) of a small FC net,
+# per layer and stacked, give the same numbers on every backend for the same weights.
+
+ANALYSIS_NETS = [("highway_fc10_mnist", {}), ("highway_fc10_mnist", {"stacked": True})]
+
+
+def analyses_on_this_backend(out, name, overrides, x, labels, weights):
+    from zoo.analysis import gate_statistics, lesion_errors
+    from zoo.analysis.routing import routing_patterns
+
+    model = zoo_net(name, overrides)
+    if weights is not None:
+        model.load_weights(weights)
+    stats = gate_statistics(model, x, labels, batch_size=64)
+    for key in ("transform_bias", "mean_t", "class_mean_t", "example_t", "example_output",
+                "example_input"):
+        out[f"gates/{key}"] = getattr(stats, key)
+    out["gates/estimation"] = [[row["mean"], row["std"]] for row in stats.estimation]
+    lesion = lesion_errors(model, x, labels, batch_size=64)
+    out["lesion/baseline"], out["lesion/errors"] = lesion["baseline"], lesion["errors"]
+    out["lesion/layers"] = lesion["layers"]
+    out["routing"] = routing_patterns(model, x, batch_size=64)[0]
+    return model
+
+
+@pytest.fixture(scope="module")
+def tensorflow_analyses(tmp_path_factory):
+    folder, done = tmp_path_factory.mktemp("analyses"), {}
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0, 255, (150, 28, 28, 1)).astype(np.float32)
+    labels = rng.integers(0, 10, 150)
+
+    def get(case):
+        key = _case_id(case)
+        if key not in done:
+            keras.backend.clear_session()
+            keras.utils.set_random_seed(1)
+            out = {}
+            model = analyses_on_this_backend(out, *case, x, labels, None)
+            path = folder / f"{key}.weights.h5"
+            model.save_weights(path)
+            done[key] = (path, out)
+        return (*done[key], x, labels)
+
+    return get
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+@pytest.mark.parametrize("case", ANALYSIS_NETS, ids=_case_id)
+def test_analyses_match_tensorflow(backend, case, tensorflow_analyses, tmp_path):
+    """gate_statistics (b_T, mean T overall, per class and for one example, block outputs,
+    estimation errors), the lesion error rates and the routing patterns of a random FC net,
+    per layer and stacked, on JAX / PyTorch equal TensorFlow's for the same weights."""
+    path, expected, x, labels = tensorflow_analyses(case)
+    name, overrides = case
+    out = run_on_backend(backend, f"""
+        import test_backends
+        test_backends.analyses_on_this_backend(OUT, {name!r}, {overrides!r}, IN["x"],
+                                               IN["labels"], {str(path)!r})
+    """, tmp_path, x=x, labels=labels)
+    assert set(out) == set(expected)
+    np.testing.assert_array_equal(out["lesion/layers"], expected["lesion/layers"])
+    # Error rates: the same predictions, example for example.
+    assert float(out["lesion/baseline"]) == expected["lesion/baseline"]
+    np.testing.assert_array_equal(out["lesion/errors"], expected["lesion/errors"])
+    for key in sorted(set(expected) - {"lesion/layers", "lesion/baseline", "lesion/errors"}):
+        assert_close(out[key], expected[key], f"{backend} {key}")
