@@ -2,7 +2,7 @@
 
     KERAS_BACKEND=jax python tests/backends_workload.py PART WORK_DIR
 
-PART "train": the one-device strategy and an event file without TensorFlow,
+PART "train": the one-device strategy, an event file and GateSummaries without TensorFlow,
 `highway-zoo train` (the quick recipe, 2 epochs, depth 3, the offline MNIST
 sample), a second run of the same configuration interrupted mid-epoch by a raising callback
 and resumed by the same call, `highway-zoo analyze` on the first run, the run's predictions
@@ -100,10 +100,13 @@ def _predictions(work: Path, data_dir: Path) -> None:
 
 
 def _without_tensorflow(work: Path) -> dict:
-    """The one-device strategy and an event file, before anything loads TensorFlow."""
+    """The one-device strategy, an event file and GateSummaries on a model fit on NumPy
+    arrays, before anything loads TensorFlow."""
     import numpy as np
 
+    import zoo
     from training import distribute
+    from training.callbacks import GateSummaries
     from training.summaries import EventWriter, png_of
 
     strategy = distribute.make_strategy("default")
@@ -112,6 +115,13 @@ def _without_tensorflow(work: Path) -> dict:
         writer.scalar("a/scalar", 0.5, step=3, description="one half")
         writer.histogram("a/histogram", [[0.0, 1.0, 4.0]], step=3)
         writer.image("a/image", png_of(np.zeros((2, 3, 3), np.uint8)), step=3)
+    # Unseeded: keras.utils.set_random_seed imports TensorFlow whenever it is installed.
+    model = zoo.load(NAME, depth=3)
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    x = np.random.default_rng(0).uniform(0, 255, (64, 28, 28, 1)).astype(np.float32)
+    y = np.arange(64) % 10
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[
+        GateSummaries(work / "numpy_fit" / "tensorboard", (x[:16], y[:16]))])
     return {"strategy": type(strategy).__name__, "devices": bool(devices),
             "tensorflow_imported": "tensorflow" in sys.modules}
 

@@ -162,9 +162,10 @@ def check_search(backend, record, work):
     assert "_hparams_/experiment" in hparams.Tags()["tensors"]
 
 
-def check_strategies_and_event_files_need_no_tensorflow(backend, record, work):
-    """`training.distribute`'s one-device strategy and `training.summaries`' event files
-    import and run without TensorFlow (which JAX and PyTorch runs load for tf.data only)."""
+def check_strategies_event_files_and_gate_summaries_need_no_tensorflow(backend, record, work):
+    """`training.distribute`'s one-device strategy, `training.summaries`' event files and
+    `GateSummaries` (on a model fit on NumPy arrays) import and run without TensorFlow, which
+    JAX and PyTorch runs load for tf.data only."""
     assert record["without_tensorflow"] == {"strategy": "SingleDevice", "devices": True,
                                             "tensorflow_imported": False}
     events = EventAccumulator(str(work / "events"), size_guidance={"tensors": 0})
@@ -178,10 +179,14 @@ def check_strategies_and_event_files_need_no_tensorflow(backend, record, work):
     (image,) = events.Tensors("a/image")
     width, height, png = tensor_util.make_ndarray(image.tensor_proto)
     assert (width, height) == (b"3", b"2") and png.startswith(b"\x89PNG")
+    assert [e["epoch"] for e in _read(work / "numpy_fit" / "gates.json")["epochs"]] == [0, 1]
+    events = EventAccumulator(str(work / "numpy_fit" / "tensorboard"))
+    events.Reload()
+    assert {f"mean_transform_gate/{name}" for name in LAYERS} <= set(events.Tags()["tensors"])
 
 
 TRAIN_CHECKS = [
-    check_strategies_and_event_files_need_no_tensorflow,
+    check_strategies_event_files_and_gate_summaries_need_no_tensorflow,
     check_train_writes_a_finished_run_that_records_the_backend,
     check_gate_summaries_go_to_tensorboard_and_gates_json,
     check_an_interrupted_run_resumes_bit_identically,
