@@ -15,10 +15,13 @@ avoided:
   (`tanh_backward` & co., in terms of the saved outputs), and the weight gradients of all
   layers are one batched matmul and one sum after the loop.
 
-Measured on a CPU (depth 29, width 50, batch 128, forward + backward, one thread): 4.5-5 ms
-either way, and 6 ms or more indexing per layer; at depth 300 the written-out pass is 50-55 ms,
-autograd through `unbind` 57-70 ms and indexing per layer 160-250 ms. Other activations and
-`hand_written_backward = False` autodiff through the `unbind` loop.
+Measured on a CPU (depth 29, width 50, batch 128, forward + backward of the stack alone, one
+thread): 4.5-5 ms written out or autograd through `unbind`, 6 ms or more indexing per layer; at
+depth 300, 50-55 ms written out, 57-70 ms autograd through `unbind`, 160-250 ms indexing. In a
+whole training step (Keras's trainer, Adam) the written-out pass and autograd through `unbind`
+measure the same (depth 300, one thread: 72-83 ms a step either way); the written-out pass
+keeps fewer tensors (each layer's x, H and gates). Other activations and
+`hand_written_backward = False` autograd through the `unbind` loop.
 
 (Pure PyTorch: keras.ops' conversions cost more than a width-50 layer's arithmetic.)
 """
@@ -84,17 +87,16 @@ class _HighwayStack(torch.autograd.Function):
         activation, variant, learned = ctx.spec
         backprop_h = _BACKPROP_FROM_OUTPUT[activation]
         gates = learned[1:]
-        width = dy.shape[-1]
-        dz = dy.new_empty((kernel.shape[0], dy.shape[0], len(learned) * width))
+        dz = dy.new_empty((kernel.shape[0], dy.shape[0], kernel.shape[-1]))
         for i in reversed(range(kernel.shape[0])):
             x, h = inputs[i], hs[i]
             g = {name: values[i] for name, values in zip(gates, gate_values)}
             dx, dh, dt, dc = combine_backward(variant, x, h, g.get("t"), g.get("c"), dy)
             dg = {"t": dt, "c": dc}
             dz_i = dz[i]
-            dz_i[:, :width] = backprop_h(h, dh)
-            for j, name in enumerate(gates, start=1):
-                dz_i[:, j * width:(j + 1) * width] = _aten.sigmoid_backward(dg[name], g[name])
+            torch.cat([backprop_h(h, dh),
+                       *(_aten.sigmoid_backward(dg[name], g[name]) for name in gates)],
+                      dim=-1, out=dz_i)
             dy = torch.mm(dz_i, kernel[i].T) if dx is None else torch.addmm(dx, dz_i,
                                                                              kernel[i].T)
         d_kernel = torch.bmm(inputs.transpose(1, 2), dz) if ctx.needs_input_grad[1] else None
