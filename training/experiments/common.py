@@ -19,8 +19,9 @@ import resource
 import statistics
 import subprocess
 import sys
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -163,6 +164,24 @@ def train_in_child(job: dict[str, Any]) -> dict[str, Any]:
             f"{proc.stderr[-3000:]}"
         )
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_jobs(jobs: Sequence[dict[str, Any]], data, isolate: bool,
+             label: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
+    """Trains every job, each in its own process if `isolate` (else in this one, on `data`),
+    printing a progress line per job that starts with `label(job)`; the jobs (without their
+    data directory) with their results."""
+    runs = []
+    for i, job in enumerate(jobs, start=1):
+        start = time.perf_counter()
+        if isolate:
+            result = train_in_child(job)
+        else:
+            result = {**train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
+        runs.append({k: v for k, v in job.items() if k != "data_dir"} | result)
+        print(f"[{i}/{len(jobs)}] {label(job)}: {progress(result)} "
+              f"({time.perf_counter() - start:.1f} s)", flush=True)
+    return runs
 
 
 def progress(result: dict[str, Any]) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,10 +39,8 @@ from training.experiments.common import (
     KINDS,
     architecture,
     format_table,
-    progress,
+    run_jobs,
     summarise,
-    train_in_child,
-    train_one,
 )
 from training.recipes import get_recipe
 from training.run_dir import claim_dir, default_dir
@@ -223,16 +220,8 @@ def sweep(
                         "data_dir": None if data_dir is None else str(data_dir),
                     })
 
-    runs = []
-    for i, job in enumerate(jobs, start=1):
-        start = time.perf_counter()
-        if isolate:
-            result = train_in_child(job)
-        else:
-            result = {**train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
-        runs.append({k: v for k, v in job.items() if k != "data_dir"} | result)
-        print(f"[{i}/{len(jobs)}] {job['series']:7s} depth {job['depth']:4d} seed {job['seed']}: "
-              f"{progress(result)} ({time.perf_counter() - start:.1f} s)", flush=True)
+    runs = run_jobs(jobs, data, isolate, lambda job: f"{job['series']:7s} depth "
+                    f"{job['depth']:4d} seed {job['seed']}")
 
     summary = summarise(runs)
     series = list(dict.fromkeys(job["series"] for job in jobs))

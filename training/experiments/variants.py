@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,11 +45,9 @@ from layers._highway import LEARNED_BRANCHES, VARIANTS
 from training.data import Dataset, load_dataset
 from training.experiments.common import (
     INITS,
-    progress,
+    run_jobs,
     subset,
     summarise,
-    train_in_child,
-    train_one,
 )
 from training.recipes import get_recipe
 from training.run_dir import claim_dir, default_dir
@@ -274,17 +271,8 @@ def variants_study(
                         "max_test_examples": max_test_examples,
                     })
 
-    runs = []
-    for i, job in enumerate(jobs, start=1):
-        start = time.perf_counter()
-        if isolate:
-            result = train_in_child(job)
-        else:
-            result = {**train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
-        runs.append({k: v for k, v in job.items() if k not in ("data_dir",)} | result)
-        print(f"[{i}/{len(jobs)}] {job['variant']:8s} width {job['width']:3d} depth "
-              f"{job['depth']:4d} seed {job['seed']}: {progress(result)} "
-              f"({time.perf_counter() - start:.1f} s)", flush=True)
+    runs = run_jobs(jobs, data, isolate, lambda job: f"{job['variant']:8s} width "
+                    f"{job['width']:3d} depth {job['depth']:4d} seed {job['seed']}")
 
     by_series = {(s["series"], s["depth"]): s for s in summarise(runs)}
     rows = []
