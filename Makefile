@@ -6,7 +6,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-
 export KERAS_BACKEND ?= tensorflow
 
 .PHONY: setup demo test test-backends lint clean
