@@ -14,7 +14,7 @@ the same batch size, `--steps` timed calls each (fewer, at least one, once they 
 `--max-seconds`: an ImageNet net's training step takes seconds here). The same process then
 times the machine's own 3x3 convolution rate: `tf.nn.conv2d` in a `tf.function`, a batch of
 32 28x28x128 maps to 128 channels ("same" padding, 7.4 GFLOP a call; median of 10 calls after
-3 warm-up calls).
+3 warm-up calls) on TensorFlow, the same convolution in the backend's own framework elsewhere.
 
 FLOPs, counted from the model as built: a forward pass costs, per image, the sum over every
 layer with a `kernel` (Conv2D, Dense, HighwayConv2D with its fused [H | T] kernel,
@@ -26,7 +26,9 @@ inputs and to the weights). Reported (medians over repeats of the median step): 
 inference images/s, each also as GFLOP/s and as a fraction of the 3x3 convolution's GFLOP/s
 measured in the same process (median of the per-run fractions), and the first training step's
 time. `--input-size N` builds every model at NxN (nets that take other sizes; for quick
-checks). Writes bench/results/conv.json.
+checks). `--backends` runs every model on each Keras backend, against that backend's own 3x3
+convolution (JAX: `lax.conv_general_dilated`, jitted; PyTorch: `conv2d` on NCHW, its native
+layout). Writes bench/results/conv.json.
 """
 
 from __future__ import annotations
@@ -38,13 +40,12 @@ import sys
 import time
 from pathlib import Path
 
-from bench import driver
+from bench import backends, driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "conv.json"
 IMAGENET = ["resnet50_imagenet", "highway50_imagenet", "highway_full50_imagenet"]
 MODELS = ["highway_conv32_mnist", "highway_b_cifar10", *(f"{name}:32" for name in IMAGENET)]
-# The reference 3x3 convolution: (batch, height, width, channels in) -> channels out.
-REFERENCE = (32, 28, 28, 128, 128)
+REFERENCE = backends.REFERENCE_CONV
 
 
 def forward_flops(model) -> int:
@@ -66,29 +67,6 @@ def forward_flops(model) -> int:
         positions = math.prod(layer.output.shape[1:-1])
         total += sum(2 * math.prod(k.shape) * positions for k in kernels)
     return total
-
-
-def conv_gflops(repeats: int = 10, shape: tuple[int, ...] = REFERENCE) -> float:
-    """GFLOP/s of the reference 3x3 convolution in TensorFlow (median of `repeats` timed calls
-    after 3 warm-up calls)."""
-    import numpy as np
-    import tensorflow as tf
-
-    batch, height, width, c_in, c_out = shape
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.standard_normal((batch, height, width, c_in)).astype(np.float32))
-    w = tf.constant(rng.standard_normal((3, 3, c_in, c_out)).astype(np.float32))
-    conv = tf.function(lambda x, w: tf.nn.conv2d(x, w, strides=1, padding="SAME"))
-
-    def timed() -> float:
-        start = time.perf_counter()
-        conv(x, w).numpy()
-        return time.perf_counter() - start
-
-    for _ in range(3):
-        timed()
-    flops = 2 * 3 * 3 * c_in * c_out * height * width * batch
-    return flops / statistics.median(timed() for _ in range(repeats)) / 1e9
 
 
 def measure(name: str, batch_size: int, steps: int, input_size: int | None = None,
@@ -128,12 +106,14 @@ def measure(name: str, batch_size: int, steps: int, input_size: int | None = Non
     train = calls(lambda: model.train_on_batch(x, y))
     model.predict_on_batch(x)
     infer = calls(lambda: model.predict_on_batch(x))
-    return {"model": name, "params": model.count_params(), "first_train_step_s": first,
+    return {"model": name, "backend": keras.backend.backend(),
+            "params": model.count_params(), "first_train_step_s": first,
             "train_images_per_s": batch_size / statistics.median(train),
             "inference_images_per_s": batch_size / statistics.median(infer),
             "train_steps": len(train), "inference_steps": len(infer),
             "batch_size": batch_size, "input_shape": list(shape),
-            "forward_flops_per_image": forward_flops(model), "conv_gflops": conv_gflops()}
+            "forward_flops_per_image": forward_flops(model),
+            "conv_gflops": backends.conv_gflops(keras.backend.backend())}
 
 
 def summarise(name: str, runs: list[dict]) -> dict:
@@ -145,7 +125,7 @@ def summarise(name: str, runs: list[dict]) -> dict:
     def gflops(run, kind):
         return run[f"{kind}_images_per_s"] * flops[kind] / 1e9
 
-    row = {"model": name, "params": runs[0]["params"],
+    row = {"model": name, "backend": runs[0]["backend"], "params": runs[0]["params"],
            **driver.medians(runs, ("first_train_step_s", "train_images_per_s",
                                    "inference_images_per_s")),
            "batch_size": runs[0]["batch_size"], "input_shape": runs[0]["input_shape"],
@@ -161,11 +141,11 @@ def summarise(name: str, runs: list[dict]) -> dict:
 
 def format_table(rows: list[dict]) -> str:
     return driver.table(
-        ["model", "batch", "params", "GFLOP/image (fwd)", "first step (s)", "train img/s",
-         "train GFLOP/s", "inference img/s", "inference GFLOP/s", "3x3 conv GFLOP/s",
+        ["model", "backend", "batch", "params", "GFLOP/image (fwd)", "first step (s)",
+         "train img/s", "train GFLOP/s", "inference img/s", "inference GFLOP/s", "3x3 conv GFLOP/s",
          "train / conv", "inference / conv"],
-        [":---", *["---:"] * 11],
-        [[r["model"], r["batch_size"], f"{r['params']:,}",
+        [":---", ":---", *["---:"] * 11],
+        [[r["model"], r["backend"], r["batch_size"], f"{r['params']:,}",
           f"{r['forward_flops_per_image'] / 1e9:.3g}", f"{r['first_train_step_s']:.2f}",
           f"{r['train_images_per_s']:.1f}", f"{r['train_gflops']:.1f}",
           f"{r['inference_images_per_s']:.1f}", f"{r['inference_gflops']:.1f}",
@@ -198,6 +178,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--input-size", type=int, default=None,
                    help="build every model at NxN instead of its own input size")
+    backends.add_option(p)
     return p
 
 
@@ -205,18 +186,20 @@ def run(args: argparse.Namespace) -> int:
     plan = []
     for m in args.models:
         name, _, batch = m.partition(":")
-        plan.append((name, int(batch) if batch else args.batch_size))
+        plan += [(name, int(batch) if batch else args.batch_size, backend)
+                 for backend in args.backends]
     runs = driver.interleaved(
         plan, args.repeats,
         lambda key: driver.run_child("bench.conv", {"name": key[0], "batch_size": key[1],
                                                     "steps": args.steps,
                                                     "input_size": args.input_size,
-                                                    "max_seconds": args.max_seconds}),
+                                                    "max_seconds": args.max_seconds},
+                                     backend=key[2]),
         describe=lambda key, run: (
-            f"{key[0]} (batch {key[1]}): train {run['train_images_per_s']:.1f} img/s, "
-            f"inference {run['inference_images_per_s']:.1f} img/s, 3x3 conv "
+            f"{key[0]} (batch {key[1]}, {key[2]}): train {run['train_images_per_s']:.1f} "
+            f"img/s, inference {run['inference_images_per_s']:.1f} img/s, 3x3 conv "
             f"{run['conv_gflops']:.0f} GFLOP/s"))
-    rows = [summarise(name, runs[(name, batch)]) for name, batch in plan]
+    rows = [summarise(name, runs[key]) for key in plan for name in [key[0]]]
     print()
     print(format_table(rows))
     settings = {"batch_size": args.batch_size, "steps": args.steps,

@@ -45,15 +45,18 @@ def child_command(module: str, spec: dict) -> list[str]:
 
 
 def run_child(module: str, spec: dict, timeout: float | None = None,
-              cwd: str | Path | None = None) -> dict:
+              cwd: str | Path | None = None, backend: str = "tensorflow",
+              env: dict[str, str] | None = None) -> dict:
     """`measure(**spec)` of `module`, run in a fresh process (`python -m module --child SPEC`,
-    in `cwd`, default the repository root); its result, the last stdout line parsed as JSON.
+    in `cwd`, default the repository root, with KERAS_BACKEND=`backend` and `env` added to the
+    environment); its result, the last stdout line parsed as JSON.
 
     Raises `MeasurementFailed` in one line (the command, its exit status and its last line on
     stderr) when the process fails, and when it runs past `timeout` seconds."""
     command = child_command(module, spec)
-    shown = f"`python -m {module} --child {shlex.quote(command[-1])}`"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
+    prefix = "" if backend == "tensorflow" else f"KERAS_BACKEND={backend} "
+    shown = f"`{prefix}python -m {module} --child {shlex.quote(command[-1])}`"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": backend, **(env or {})}
     try:
         proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env,
                               cwd=ROOT if cwd is None else cwd, timeout=timeout)

@@ -17,8 +17,11 @@ last, without the epoch's set-up; `epoch_steps_per_s` has it in), total training
 (construction + every epoch; no evaluation), final training loss and test accuracy (so that
 speed is never bought with a different result), peak RSS of the process and the training
 memory above the RSS before the model was built, and the ratios of highway-zoo's numbers to
-each alternative's, from the same run. Per-layer Keras graphs are not run beyond
-`--max-graph-depth` (tracing a 1000-layer one takes minutes; see bench/results/start_up.json).
+each alternative's, from the same run. highway-zoo has a row per Keras backend: TensorFlow,
+JAX (cold: every process compiles afresh; and `highway_zoo_jax_cached`: JAX's persistent
+compilation cache, which `highway-zoo` turns on, warmed by one unmeasured run, as on a user's
+second run) and PyTorch. Per-layer Keras graphs are not run beyond `--max-graph-depth`
+(tracing a 1000-layer one takes minutes; see bench/results/start_up.json).
 """
 
 from __future__ import annotations
@@ -31,10 +34,9 @@ import tempfile
 from pathlib import Path
 
 from bench import driver
-from bench.implementations import IMPLEMENTATIONS, PER_LAYER_GRAPHS, available
+from bench.implementations import IMPLEMENTATIONS, OURS, PER_LAYER_GRAPHS, available
 
 RESULTS = Path(__file__).resolve().parent / "results" / "headline.json"
-OURS = "highway_zoo"
 
 
 def load_data(n_train: int = 4000, n_test: int = 1000) -> tuple[dict, str]:
@@ -79,9 +81,12 @@ def measure(name: str, depth: int, data_file: str, options: dict) -> dict:
     # Import the framework before the baseline, so that its own footprint is not counted.
     for module in {"numpy": (), "pytorch": ("torch",)}.get(name, ("keras", "zoo")):
         __import__(module)
-    __import__(IMPLEMENTATIONS[name][0])
+    __import__(IMPLEMENTATIONS[name].module)
     baseline = driver.memory_mb("VmRSS")
+    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    cached = len(os.listdir(cache)) if cache and os.path.isdir(cache) else 0
     result = train(name, data, depth=depth, **options)
+    result["compilation_cache_entries_at_start"] = cached
     peak = driver.memory_mb("VmHWM")
     return {**result, "peak_rss_mb": peak, "baseline_rss_mb": baseline,
             "train_mem_mb": max(peak - baseline, 0.0)}
@@ -114,36 +119,44 @@ def summarise(name: str, depth: int, runs: list[dict]) -> dict:
 
 
 def ratios(rows: list[dict]) -> list[dict]:
-    """highway-zoo against each alternative at each depth, from medians of the same run:
-    total time and time to first step as ours / theirs (< 1 is faster), steps/s as ours /
-    theirs (> 1 is faster)."""
+    """highway-zoo (each backend's row) against each alternative at each depth, from medians
+    of the same run: total time and time to first step as ours / theirs (< 1 is faster),
+    steps/s as ours / theirs (> 1 is faster)."""
     by = {(r["implementation"], r["depth"]): r for r in rows}
     out = []
     for (name, depth), theirs in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        ours = by.get((OURS, depth))
-        if name == OURS or ours is None:
-            continue
-        out.append({
-            "depth": depth, "versus": name,
-            "total_time": ours["total_s"] / theirs["total_s"],
-            "to_first_step": ours["to_first_step_s"] / theirs["to_first_step_s"],
-            "steady_steps_per_s": ours["steady_steps_per_s"] / theirs["steady_steps_per_s"],
-            "epoch_steps_per_s": ours["epoch_steps_per_s"] / theirs["epoch_steps_per_s"],
-        })
+        for ours_name in OURS:
+            ours = by.get((ours_name, depth))
+            if name in OURS or ours is None:
+                continue
+            out.append(_ratio(depth, ours_name, name, ours, theirs))
     return out
 
 
-def memory_per_layer(rows: list[dict], batch_size: int) -> dict | None:
-    """Training memory added per highway layer per example, from highway-zoo's two deepest
-    runs (the slope of training memory against depth)."""
-    ours = sorted((r for r in rows if r["implementation"] == OURS), key=lambda r: r["depth"])
-    if len(ours) < 2:
-        return None
-    lo, hi = ours[-2], ours[-1]
-    slope_mb = (hi["train_mem_mb"] - lo["train_mem_mb"]) / (hi["depth"] - lo["depth"])
-    return {"from_depth": lo["depth"], "to_depth": hi["depth"],
+def _ratio(depth: int, ours_name: str, name: str, ours: dict, theirs: dict) -> dict:
+    return {"depth": depth, "ours": ours_name, "versus": name,
+            "total_time": ours["total_s"] / theirs["total_s"],
+            "to_first_step": ours["to_first_step_s"] / theirs["to_first_step_s"],
+            "steady_steps_per_s": ours["steady_steps_per_s"] / theirs["steady_steps_per_s"],
+            "epoch_steps_per_s": ours["epoch_steps_per_s"] / theirs["epoch_steps_per_s"]}
+
+
+def memory_per_layer(rows: list[dict], batch_size: int) -> dict[str, dict]:
+    """Training memory added per highway layer per example, for each of highway-zoo's rows
+    run at two depths or more: the slope of training memory between its two deepest runs."""
+    out = {}
+    for name in OURS:
+        ours = sorted((r for r in rows if r["implementation"] == name),
+                      key=lambda r: r["depth"])
+        if len(ours) < 2:
+            continue
+        lo, hi = ours[-2], ours[-1]
+        slope_mb = (hi["train_mem_mb"] - lo["train_mem_mb"]) / (hi["depth"] - lo["depth"])
+        out[name] = {
+            "from_depth": lo["depth"], "to_depth": hi["depth"],
             "bytes_per_layer_per_example": slope_mb * 2**20 / batch_size,
             "train_mem_mb": {lo["depth"]: lo["train_mem_mb"], hi["depth"]: hi["train_mem_mb"]}}
+    return out
 
 
 def format_tables(summary: dict) -> str:
@@ -159,15 +172,14 @@ def format_tables(summary: dict) -> str:
         ["---:", ":---", *["---:"] * 7], rows)]
     if summary["ratios"]:
         lines += ["", driver.table(
-            ["depth", "highway-zoo vs", "total time (ours/theirs)", "to first step (ours/theirs)",
-             "steps/s (ours/theirs)", "per epoch"],
-            ["---:", ":---", *["---:"] * 4],
-            [[q["depth"], q["versus"], f"{q['total_time']:.2f}", f"{q['to_first_step']:.2f}",
-              f"{q['steady_steps_per_s']:.2f}", f"{q['epoch_steps_per_s']:.2f}"]
-             for q in summary["ratios"]])]
-    memory = summary.get("memory_per_layer")
-    if memory:
-        lines += ["", f"highway-zoo training memory: {memory['bytes_per_layer_per_example']:.0f} "
+            ["depth", "highway-zoo", "vs", "total time (ours/theirs)",
+             "to first step (ours/theirs)", "steps/s (ours/theirs)", "per epoch"],
+            ["---:", ":---", ":---", *["---:"] * 4],
+            [[q["depth"], q["ours"], q["versus"], f"{q['total_time']:.2f}",
+              f"{q['to_first_step']:.2f}", f"{q['steady_steps_per_s']:.2f}",
+              f"{q['epoch_steps_per_s']:.2f}"] for q in summary["ratios"]])]
+    for name, memory in (summary.get("memory_per_layer") or {}).items():
+        lines += ["", f"{name} training memory: {memory['bytes_per_layer_per_example']:.0f} "
                   f"bytes per layer per example (slope from depth {memory['from_depth']} to "
                   f"{memory['to_depth']})"]
     return "\n".join(lines)
@@ -224,11 +236,22 @@ def run(args: argparse.Namespace) -> int:
         import numpy as np
 
         np.savez(data_file, **data)
-        runs = driver.interleaved(
-            plan, args.repeats,
-            lambda key: driver.run_child("bench.headline", {
+        cache = {"JAX_COMPILATION_CACHE_DIR": os.path.join(tmp, "jax-cache"),
+                 "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+        def measure_in_child(key, options=options):
+            implementation = IMPLEMENTATIONS[key[0]]
+            return driver.run_child("bench.headline", {
                 "name": key[0], "depth": key[1], "data_file": data_file, "options": options,
-            }, args.timeout),
+            }, args.timeout, backend=implementation.backend or "tensorflow",
+                env=cache if implementation.compilation_cache else None)
+
+        for key in plan:  # a user's first run (one epoch: every shape), fills the cache
+            if IMPLEMENTATIONS[key[0]].compilation_cache:
+                print(f"filling JAX's compilation cache: {key[0]} depth {key[1]}", flush=True)
+                measure_in_child(key, {**options, "epochs": 1})
+        runs = driver.interleaved(
+            plan, args.repeats, measure_in_child,
             describe=lambda key, run: (
                 f"{key[0]} depth {key[1]}: total {run['total_s']:.2f} s, loss "
                 f"{run['final_loss']:.3f}, acc {run['test_accuracy']:.3f}"))
@@ -238,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         "data": f"{len(data['x_train'])} train / {len(data['x_test'])} test images from {source}",
         "settings": {**options, "learning_rate": 5e-3, "clipnorm": 5.0, "transform_bias": -2.0,
                      "repeats": args.repeats},
-        "implementations": {n: IMPLEMENTATIONS[n][2] for n in args.implementations},
+        "implementations": {n: IMPLEMENTATIONS[n].description for n in args.implementations},
         "results": rows,
         "skipped": skipped,
         "ratios": ratios(rows),

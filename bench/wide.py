@@ -15,18 +15,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench import driver
+from bench import backends, driver
 from bench.headline import _names, epoch_steps_per_s, load_data, read_data
-from bench.implementations import available
+from bench.implementations import IMPLEMENTATIONS, available
 
 RESULTS = Path(__file__).resolve().parent / "results" / "wide.json"
-DEFAULT = ["numpy", "pytorch", "keras_per_layer", "highway_zoo"]
+DEFAULT = ["numpy", "pytorch", "keras_per_layer", "highway_zoo", "highway_zoo_jax",
+           "highway_zoo_torch"]
+
+
+def framework(name: str) -> str:
+    """The framework whose matmul an implementation is compared with: its own (a Keras
+    implementation's backend)."""
+    return {"numpy": "numpy", "pytorch": "torch"}.get(name) or IMPLEMENTATIONS[name].backend
 
 
 def train_flops(batch: int, width: int, depth: int, inputs: int = 784, classes: int = 10) -> int:
@@ -35,47 +40,13 @@ def train_flops(batch: int, width: int, depth: int, inputs: int = 784, classes: 
     return 3 * forward - 2 * batch * inputs * width
 
 
-def matmul_gflops(name: str, batch: int, width: int, repeats: int = 20) -> float:
-    """GFLOP/s of (batch, width) @ (width, 2 width) in the implementation's framework (median
-    of `repeats` timed calls after warm-up)."""
-    import numpy as np
-
-    a = np.random.default_rng(0).standard_normal((batch, width)).astype(np.float32)
-    b = np.random.default_rng(1).standard_normal((width, 2 * width)).astype(np.float32)
-    if name == "numpy":
-        def call():
-            return a @ b
-    elif name == "pytorch":
-        import torch
-
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-
-        def call():
-            return ta @ tb
-    else:
-        import tensorflow as tf
-
-        ta, tb = tf.constant(a), tf.constant(b)
-        matmul = tf.function(tf.matmul)
-
-        def call():
-            return matmul(ta, tb).numpy()
-    for _ in range(3):
-        call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return 2 * batch * width * 2 * width / statistics.median(times) / 1e9
-
-
 def measure(name: str, data_file: str, options: dict) -> dict:
     """Runs in a fresh process: trains once, then times the matmul in the same framework."""
     from bench.implementations import train
 
     result = train(name, read_data(data_file), **options)
-    result["matmul_gflops"] = matmul_gflops(name, options["batch_size"], options["width"])
+    result["matmul_gflops"] = backends.matmul_gflops(framework(name), options["batch_size"],
+                                                     options["width"])
     return result
 
 
@@ -103,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
         np.savez(data_file, **data)
         runs = driver.interleaved(
             names, args.repeats,
-            lambda name: driver.run_child("bench.wide", {"name": name, "data_file": data_file,
-                                                         "options": options}),
+            lambda name: driver.run_child(
+                "bench.wide", {"name": name, "data_file": data_file, "options": options},
+                backend=IMPLEMENTATIONS[name].backend or "tensorflow"),
             describe=lambda name, run: (
                 f"{name}: epochs {', '.join(f'{s:.2f}' for s in run['epoch_s'])} s, matmul "
                 f"{run['matmul_gflops']:.0f} GFLOP/s"))

@@ -37,7 +37,9 @@ pytestmark = pytest.mark.backends
 
 def _run_part(part, backend, work):
     """Runs `part` of the workload under `backend`; what it recorded."""
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "XDG_CACHE_HOME": str(work / "cache")}  # where the JAX compilation cache goes
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
     proc = subprocess.run([sys.executable, str(HERE / "backends_workload.py"), part, str(work)],
                           env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -67,6 +69,16 @@ def check_train_writes_a_finished_run_that_records_the_backend(backend, record, 
     metrics = _read(work / "run" / "metrics.json")
     assert metrics["iterations"] == 64 and metrics["test_accuracy"] > 0.5  # chance: 0.1
     assert not (work / "run" / "checkpoint").exists()
+
+
+def check_the_commands_cache_what_jax_compiles(backend, record, work):
+    """The train step compiled by the first run, loaded by the later ones (which resume
+    bit-identically all the same: see the resume check)."""
+    cache = work / "cache" / "highway-zoo" / "jax"
+    if backend == "jax":
+        assert any(path.name.startswith("jit_train_step") for path in cache.iterdir())
+    else:
+        assert not cache.exists()
 
 
 def check_gate_summaries_go_to_tensorboard_and_gates_json(backend, record, work):

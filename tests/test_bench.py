@@ -52,6 +52,7 @@ def test_ratios_are_ours_over_theirs_at_the_same_depth():
     ]
     (ratio,) = headline.ratios(rows)
     assert ratio["depth"] == 30 and ratio["versus"] == "pytorch"
+    assert ratio["ours"] == "highway_zoo"
     assert ratio["total_time"] == pytest.approx(0.5)
     assert ratio["steady_steps_per_s"] == pytest.approx(2.0)
 
@@ -60,8 +61,10 @@ def test_memory_slope_per_layer_per_example():
     rows = [headline.summarise("highway_zoo", d, [_run(1.0, [1.0], mem=m)])
             for d, m in [(100, 110.0), (1000, 200.0)]]
     memory = headline.memory_per_layer(rows, batch_size=128)
-    # 90 MB over 900 layers and 128 examples
-    assert memory["bytes_per_layer_per_example"] == pytest.approx(90 * 2**20 / 900 / 128)
+    # 90 MB over 900 layers and 128 examples; no other backend's row, no slope for it
+    assert set(memory) == {"highway_zoo"}
+    assert memory["highway_zoo"]["bytes_per_layer_per_example"] == pytest.approx(
+        90 * 2**20 / 900 / 128)
 
 
 def test_wide_flop_count_matches_the_layer_sizes():
@@ -88,6 +91,29 @@ def test_tiny_headline_run_end_to_end(tmp_path):
     assert summary["ratios"][0]["versus"] == "numpy"
 
 
+@pytest.mark.backends
+def test_headline_runs_highway_zoo_on_every_backend(tmp_path):
+    """A row per Keras backend, each in a process on that backend; the cached JAX row's
+    measured run starts with the compilation cache its unmeasured first run filled."""
+    out = tmp_path / "headline.json"
+    names = ["highway_zoo", "highway_zoo_jax", "highway_zoo_jax_cached", "highway_zoo_torch"]
+    assert headline.main(["--depths", "2", "--implementations", ",".join(["numpy", *names]),
+                          "--repeats", "1", "--epochs", "1", "--out", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    rows = {r["implementation"]: r for r in summary["results"]}
+    assert set(rows) == {"numpy", *names}
+    assert len({row["params"] for row in rows.values()}) == 1  # the same net everywhere
+    for name, backend in zip(names, ["tensorflow", "jax", "jax", "torch"]):
+        assert 0.0 <= rows[name]["test_accuracy"] <= 1.0
+        assert rows[name]["runs"][0]["backend"] == backend
+    (cached,) = rows["highway_zoo_jax_cached"]["runs"]
+    (cold,) = rows["highway_zoo_jax"]["runs"]
+    assert cached["compilation_cache_entries_at_start"] > 0
+    assert cold["compilation_cache_entries_at_start"] == 0
+    assert {(q["ours"], q["versus"]) for q in summary["ratios"]} == {
+        (name, "numpy") for name in names}
+
+
 def test_per_layer_graphs_are_skipped_beyond_the_limit(tmp_path):
     out = tmp_path / "h.json"
     headline.main(["--depths", "3", "--implementations", "numpy,keras_per_layer",
@@ -112,16 +138,27 @@ def test_bad_names_are_refused_with_the_choices(capsys):
     assert "choose from headline" in capsys.readouterr().err
 
 
-def test_start_up_runs_deep_per_layer_graphs_once(tmp_path):
+def test_start_up_runs_deep_per_layer_graphs_once_and_on_tensorflow_only():
+    configs, skip = start_up.plan([2, 4], ["tensorflow", "jax"], max_graph_depth=3)
+    assert set(configs) == {(b, p, d) for b in ("tensorflow", "jax") for p in start_up.PATHS
+                            for d in (2, 4)} - {("jax", "per_layer", 4)}
+    skipped = {key for key in configs if skip(key, 1)}
+    assert skipped == {("tensorflow", "per_layer", 4)}
+    assert not any(skip(key, 0) for key in configs)
+
+
+@pytest.mark.backends
+def test_start_up_runs_each_path_on_each_backend(tmp_path):
     out = tmp_path / "start_up.json"
-    assert start_up.main(["--depths", "2,4", "--repeats", "2", "--max-graph-depth", "3",
-                          "--steps", "2", "--out", str(out)]) == 0
-    rows = {(r["path"], r["depth"]): r for r in json.loads(out.read_text())["results"]}
-    assert set(rows) == {(p, d) for p in start_up.PATHS for d in (2, 4)}
-    assert rows[("per_layer", 4)]["repeats"] == 1
-    assert rows[("per_layer", 2)]["repeats"] == rows[("stack", 4)]["repeats"] == 2
-    # the same net three ways: the same parameters
-    assert len({rows[(p, 4)]["params"] for p in start_up.PATHS}) == 1
+    assert start_up.main(["--backends", "tensorflow,jax", "--depths", "4", "--repeats", "1",
+                          "--max-graph-depth", "3", "--steps", "1", "--out", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    # the backend is the one Keras reported in each child
+    rows = {(r["backend"], r["path"], r["depth"]): r for r in summary["results"]}
+    assert set(rows) == set(start_up.plan([4], ["tensorflow", "jax"], 3)[0])
+    assert len({row["params"] for row in rows.values()}) == 1  # the same net every way
+    for backend in ("tensorflow", "jax"):
+        assert summary["ratios"][backend]["steps_per_s_stack_vs_stack_autodiff_depth4"] > 0
 
 
 def test_a_failed_measurement_names_its_command_and_error():
@@ -294,7 +331,8 @@ def test_resnet50_flops_match_he_et_al():
 
 def test_conv_summary_gflops_and_fractions_of_the_convolution_rate():
     def run(train, infer, rate):
-        return {"params": 7, "first_train_step_s": 1.0, "train_images_per_s": train,
+        return {"backend": "tensorflow", "params": 7, "first_train_step_s": 1.0,
+                "train_images_per_s": train,
                 "inference_images_per_s": infer, "batch_size": 32, "input_shape": [8, 8, 3],
                 "forward_flops_per_image": 1e9, "conv_gflops": rate}
 
@@ -307,8 +345,8 @@ def test_conv_summary_gflops_and_fractions_of_the_convolution_rate():
     # the fraction is each run's against its own convolution rate, then the median
     assert row["train_fraction_of_conv"] == statistics.median([0.3, 1.2, 1.5])
     assert row["inference_fraction_of_conv"] == statistics.median([0.4, 0.6, 1.0])
-    assert "| net | 32 | 7 | 1 | 1.00 | 20.0 | 60.0 | 40.0 | 40.0 | 60 | 120% | 60% |" in (
-        conv.format_table([row]))
+    assert ("| net | tensorflow | 32 | 7 | 1 | 1.00 | 20.0 | 60.0 | 40.0 | 40.0 | 60 | 120% | "
+            "60% |") in conv.format_table([row])
 
 
 def test_conv_models_take_a_batch_each_and_bad_ones_are_refused(capsys):
@@ -322,7 +360,7 @@ def test_conv_models_take_a_batch_each_and_bad_ones_are_refused(capsys):
 def test_imagenet_conv_rows_on_a_tiny_configuration(tmp_path):
     out = tmp_path / "conv.json"
     assert conv.main(["--models", "resnet50_imagenet:2", "--input-size", "32", "--steps", "1",
-                      "--repeats", "1", "--out", str(out)]) == 0
+                      "--repeats", "1", "--backends", "tensorflow", "--out", str(out)]) == 0
     summary = json.loads(out.read_text())
     (row,) = summary["results"]
     assert row["model"] == "resnet50_imagenet" and row["batch_size"] == 2
@@ -333,6 +371,44 @@ def test_imagenet_conv_rows_on_a_tiny_configuration(tmp_path):
         assert math.isfinite(row[key]) and row[key] > 0, key
     assert row["train_flops_per_image"] == 3 * row["forward_flops_per_image"] > 0
     assert row["runs"][0]["train_steps"] == row["runs"][0]["inference_steps"] == 1
+
+
+@pytest.mark.backends
+def test_conv_rows_on_every_backend_against_its_own_convolution(tmp_path):
+    out = tmp_path / "conv.json"
+    assert conv.main(["--models", "highway_conv16_mnist:4", "--steps", "1", "--repeats", "1",
+                      "--backends", "jax,torch", "--out", str(out)]) == 0
+    rows = {r["backend"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(rows) == {"jax", "torch"}  # as Keras in each child reported
+    for row in rows.values():
+        assert row["conv_gflops"] > 0 and row["train_fraction_of_conv"] > 0
+
+
+@pytest.mark.backends
+@pytest.mark.parametrize("framework", ["numpy", "tensorflow", "jax", "torch"])
+def test_reference_kernels_compute_the_same_products(framework):
+    """The matmul and the 3x3 convolution each backend's speed is compared with compute what
+    NumPy computes (PyTorch's convolution in its own NCHW layout)."""
+    import numpy as np
+
+    from bench import backends
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in [(4, 6), (6, 12)])
+    np.testing.assert_allclose(np.asarray(backends.matmul_call(framework, a, b)()), a @ b,
+                               rtol=1e-5, atol=1e-5)
+    if framework == "numpy":
+        return
+    x = rng.standard_normal((2, 5, 5, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    expected = sum(np.einsum("nhwc,co->nhwo", padded[:, i:i + 5, j:j + 5], w[i, j])
+                   for i in range(3) for j in range(3))
+    got = np.asarray(backends.conv_call(framework, x, w)())
+    if framework == "torch":
+        got = got.transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert backends.conv_gflops(framework, (1, 4, 4, 2, 2), repeats=1) > 0
 
 
 # -- the input pipeline ----------------------------------------------------------------------

@@ -3,26 +3,49 @@ softmax 10; Adam 5e-3, global-norm clip 5, batch 128) as each alternative implem
 
 Every implementation has `train(data, depth, width, epochs, batch_size, learning_rate,
 clipnorm, transform_bias, seed, max_steps) -> dict` with the same keys (see numpy_highway),
-its per-epoch steady step time from `steady_step_s`.
+its per-epoch steady step time from `steady_step_s`. The Keras implementations run on the
+Keras backend their entry names (`backend`); highway-zoo has a row on each.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import NamedTuple
 
-# name -> (module, extra keyword arguments of its train, what it is)
+
+class Implementation(NamedTuple):
+    module: str
+    options: dict  # extra keyword arguments of its train
+    description: str
+    backend: str | None = None  # the Keras backend it runs on (None: no Keras)
+    # JAX's persistent compilation cache, warmed by a run before the measured ones
+    compilation_cache: bool = False
+
+
+_KERAS = "bench.implementations.keras_highway"
 IMPLEMENTATIONS = {
-    "numpy": ("bench.implementations.numpy_highway", {},
-              "NumPy, hand-written forward and backward"),
-    "pytorch": ("bench.implementations.torch_highway", {},
-                "PyTorch eager, two nn.Linear per block"),
-    "keras_two_dense": ("bench.implementations.keras_highway", {"style": "two_dense"},
-                        "Keras, two Dense layers per block"),
-    "keras_per_layer": ("bench.implementations.keras_highway", {"style": "per_layer"},
-                        "Keras, one fused kernel per block (HighwayDense)"),
-    "highway_zoo": ("bench.implementations.keras_highway", {"style": "zoo"},
-                    "highway-zoo (HighwayStack, stacked=True)"),
+    "numpy": Implementation("bench.implementations.numpy_highway", {},
+                            "NumPy, hand-written forward and backward"),
+    "pytorch": Implementation("bench.implementations.torch_highway", {},
+                              "PyTorch eager, two nn.Linear per block"),
+    "keras_two_dense": Implementation(_KERAS, {"style": "two_dense"},
+                                      "Keras, two Dense layers per block", "tensorflow"),
+    "keras_per_layer": Implementation(_KERAS, {"style": "per_layer"},
+                                      "Keras, one fused kernel per block (HighwayDense)",
+                                      "tensorflow"),
+    "highway_zoo": Implementation(_KERAS, {"style": "zoo"},
+                                  "highway-zoo (HighwayStack, stacked=True), TensorFlow",
+                                  "tensorflow"),
+    "highway_zoo_jax": Implementation(_KERAS, {"style": "zoo"},
+                                      "highway-zoo on JAX", "jax"),
+    "highway_zoo_jax_cached": Implementation(
+        _KERAS, {"style": "zoo"}, "highway-zoo on JAX, persistent compilation cache warm",
+        "jax", compilation_cache=True),
+    "highway_zoo_torch": Implementation(_KERAS, {"style": "zoo"},
+                                        "highway-zoo on PyTorch", "torch"),
 }
+# highway-zoo's own rows, one per backend: each is compared with every other implementation.
+OURS = ("highway_zoo", "highway_zoo_jax", "highway_zoo_jax_cached", "highway_zoo_torch")
 # Implementations that build one graph node per layer: tracing grows with depth.
 PER_LAYER_GRAPHS = ("keras_two_dense", "keras_per_layer")
 
@@ -38,12 +61,12 @@ def steady_step_s(batch_ends: list[float], epoch_s: float) -> float:
 
 
 def available(name: str) -> bool:
-    """Whether the implementation's framework is installed (PyTorch is an optional extra)."""
-    if name == "pytorch":
-        return importlib.util.find_spec("torch") is not None
-    return name in IMPLEMENTATIONS
+    """Whether the implementation's framework is installed (JAX and PyTorch: extras)."""
+    framework = "torch" if name == "pytorch" else IMPLEMENTATIONS[name].backend
+    return framework is None or importlib.util.find_spec(framework) is not None
 
 
 def train(name: str, data: dict, **kwargs) -> dict:
-    module, extra, _ = IMPLEMENTATIONS[name]
-    return importlib.import_module(module).train(data, **kwargs, **extra)
+    implementation = IMPLEMENTATIONS[name]
+    return importlib.import_module(implementation.module).train(
+        data, **kwargs, **implementation.options)

@@ -52,7 +52,7 @@ def build_model(style: str, depth: int, width: int = 50, transform_bias: float =
 def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size: int = 128,
           learning_rate: float = 5e-3, clipnorm: float = 5.0, transform_bias: float = -2.0,
           seed: int = 0, max_steps: int | None = None, style: str = "zoo",
-          steps_per_execution: int = 1, jit_compile: bool = False) -> dict:
+          steps_per_execution: int = 1, jit_compile: bool | str = "auto") -> dict:
     # The zoo nets take raw 0-255 pixels, like the datasets they were made for.
     x_train = (data["x_train"] * 255.0).reshape(-1, 28, 28, 1)
     x_test = (data["x_test"] * 255.0).reshape(-1, 28, 28, 1)
@@ -60,6 +60,9 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
     if max_steps is not None:  # fit trains whole epochs: rounded up to one
         epochs = min(epochs, math.ceil(max_steps / steps_per_epoch))
     keras.utils.set_random_seed(seed)
+    # jit_compile "auto" is Keras's default and what training.train uses: no XLA for
+    # TensorFlow on a CPU, the whole train step compiled on JAX (False there would run it
+    # op by op), eager on PyTorch.
 
     start = time.perf_counter()
     model = build_model(style, depth, width, transform_bias)
@@ -86,6 +89,7 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
         "final_loss": float(history.history["loss"][-1]),
         "test_accuracy": float((probabilities.argmax(-1) == data["y_test"]).mean()),
         "params": model.count_params(),
+        "backend": keras.backend.backend(),
     }
 
 
