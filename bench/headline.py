@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import driver
+from bench import backends, driver
 from bench.implementations import IMPLEMENTATIONS, OURS, PER_LAYER_GRAPHS, available
 
 RESULTS = Path(__file__).resolve().parent / "results" / "headline.json"
@@ -79,7 +79,11 @@ def measure(name: str, depth: int, data_file: str, options: dict) -> dict:
 
     data = read_data(data_file)
     # Import the framework before the baseline, so that its own footprint is not counted.
-    for module in {"numpy": (), "pytorch": ("torch",)}.get(name, ("keras", "zoo")):
+    # Keras imports TensorFlow on every backend when it is installed (set_random_seed seeds
+    # it too; ~600 MB): imported here, it is not counted as JAX's or PyTorch's training memory.
+    keras_modules = ("keras", "zoo", *(("tensorflow",) if backends.installed("tensorflow")
+                                       else ()))
+    for module in {"numpy": (), "pytorch": ("torch",)}.get(name, keras_modules):
         __import__(module)
     __import__(IMPLEMENTATIONS[name].module)
     baseline = driver.memory_mb("VmRSS")

@@ -102,7 +102,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-graph-depth", type=int, default=100,
                    help="per-layer graphs deeper than this run once, not --repeats times")
     p.add_argument("--steps", type=int, default=20)
-    backends.add_option(p, default=["tensorflow"])
+    backends.add_option(p)
     return p
 
 

@@ -18,23 +18,34 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# (script, arguments): the quick set measures every kind of number once, on fewer repeats.
+# (script, its results file, arguments): the quick set measures every kind of number once,
+# on fewer repeats. The conv script runs twice: the MNIST and CIFAR nets on every backend, the
+# ImageNet nets (seconds a step) on TensorFlow.
+SMALL_CONV = "highway_conv32_mnist,highway_b_cifar10"
+IMAGENET_CONV = "resnet50_imagenet:32,highway50_imagenet:32,highway_full50_imagenet:32"
 QUICK = [
-    ("headline", ["--depths", "10,30", "--repeats", "1"]),
-    ("start_up", ["--depths", "10,30", "--repeats", "1", "--steps", "5"]),
-    ("wide", ["--epochs", "2", "--repeats", "1"]),
-    ("conv", ["--steps", "3", "--max-seconds", "5", "--repeats", "1"]),
-    ("serving", ["--random-weights", "--calls", "50", "--runs", "3"]),
-    ("pipeline", ["--models", "highway_fc50_mnist:128", "--repeats", "1", "--epochs", "1"]),
+    ("headline", "headline", ["--depths", "10,30", "--repeats", "1"]),
+    ("start_up", "start_up", ["--depths", "10,30", "--repeats", "1", "--steps", "5"]),
+    ("wide", "wide", ["--epochs", "2", "--repeats", "1"]),
+    ("conv", "conv", ["--models", SMALL_CONV, "--steps", "3", "--max-seconds", "5",
+                      "--repeats", "1"]),
+    ("conv", "conv_imagenet", ["--models", IMAGENET_CONV, "--backends", "tensorflow",
+                               "--steps", "3", "--max-seconds", "5", "--repeats", "1"]),
+    ("serving", "serving", ["--random-weights", "--calls", "50", "--runs", "3"]),
+    ("pipeline", "pipeline", ["--models", "highway_fc50_mnist:128", "--repeats", "1",
+                              "--epochs", "1"]),
 ]
 FULL = [
-    ("headline", []),
-    ("start_up", []),
-    ("wide", []),
-    ("conv", []),
-    ("serving", ["--random-weights"]),
-    ("pipeline", []),
+    ("headline", "headline", []),
+    ("start_up", "start_up", []),
+    ("wide", "wide", []),
+    ("conv", "conv", ["--models", SMALL_CONV]),
+    ("conv", "conv_imagenet", ["--models", IMAGENET_CONV, "--backends", "tensorflow",
+                               "--repeats", "2"]),
+    ("serving", "serving", ["--random-weights"]),
+    ("pipeline", "pipeline", []),
 ]
+SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).
 DURATION_QUICK = "about 25 minutes on this 2-core machine, shared"
 DURATION_FULL = "about 70 minutes, estimated; longer when shared"
@@ -45,17 +56,17 @@ def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] |
     full set, ./bench_results for the quick one, so a quick run never replaces the README's)."""
     plan = FULL if full else QUICK
     if only:
-        unknown = sorted(set(only) - {name for name, _ in plan})
+        unknown = sorted(set(only) - set(SCRIPTS))
         if unknown:
             raise ValueError(f"unknown benchmark(s) {unknown}; choose from "
-                             f"{', '.join(name for name, _ in plan)}")
-        plan = [(name, args) for name, args in plan if name in only]
+                             f"{', '.join(SCRIPTS)}")
+        plan = [entry for entry in plan if entry[0] in only]
     out = Path(out_dir) if out_dir else (RESULTS if full else Path("bench_results"))
     started = time.perf_counter()
-    for name, args in plan:
-        print(f"\n== bench.{name} {' '.join(args)}", flush=True)
-        module = importlib.import_module(f"bench.{name}")
-        status = module.main([*args, "--out", str(out / f"{name}.json")])
+    for script, result, args in plan:
+        print(f"\n== bench.{script} {' '.join(args)}", flush=True)
+        module = importlib.import_module(f"bench.{script}")
+        status = module.main([*args, "--out", str(out / f"{result}.json")])
         if status:
             return status
     print(f"\nbenchmarks done in {time.perf_counter() - started:.0f} s; results in {out}/")

@@ -6,7 +6,7 @@ from cli.args import add_list
 
 
 def _arguments(p) -> None:
-    from bench.suite import DURATION_FULL, DURATION_QUICK, FULL
+    from bench.suite import DURATION_FULL, DURATION_QUICK, SCRIPTS
 
     p.description = ("Benchmarks: this project against NumPy, PyTorch and plain Keras; wide, "
                      "conv and serving speed. The quick set by default "
@@ -14,7 +14,7 @@ def _arguments(p) -> None:
                      f"({DURATION_FULL}).")
     p.add_argument("--full", action="store_true",
                    help="the full set the README quotes (writes bench/results)")
-    add_list(p, "--only", choices=[name for name, _ in FULL],
+    add_list(p, "--only", choices=SCRIPTS,
              help="a subset of the benchmarks (default: all)")
     p.add_argument("--out", metavar="DIR", help="results directory (default ./bench_results "
                    "for the quick set, bench/results for --full)")

@@ -303,55 +303,59 @@ def zoo_modes(model):
     return (False,) if dropout or model.count_params() > 250_000 else (False, True)
 
 
-def zoo_net_on_this_backend(out, name, overrides, x, weights):
-    model = zoo_net(name, overrides)
-    model.load_weights(weights)
-    for training in zoo_modes(model):
-        y, grads = output_and_gradients(model, x, training)
-        for i, value in enumerate([y, *grads]):
-            out[f"{training}/{i}"] = value
+def zoo_nets_on_this_backend(out, cases, inputs, folder):
+    """Every zoo case's outputs and gradients, in one process (one interpreter start-up for
+    all: the per-family nets share it)."""
+    for case in cases:
+        key = _case_id(case)
+        keras.backend.clear_session()
+        model = zoo_net(*case)
+        model.load_weights(f"{folder}/{key}.weights.h5")
+        for training in zoo_modes(model):
+            y, grads = output_and_gradients(model, inputs[f"x/{key}"], training)
+            for i, value in enumerate([y, *grads]):
+                out[f"{key}/{training}/{i}"] = value
 
 
 @pytest.fixture(scope="module")
 def tensorflow_zoo(tmp_path_factory):
-    """Per zoo case, on first use: the weights file, the input, TensorFlow's outputs and
-    gradients."""
+    """Per zoo case: the weights file (in one folder), the input, TensorFlow's outputs and
+    gradients, the weights' names."""
     folder, done = tmp_path_factory.mktemp("zoo"), {}
-
-    def get(case):
+    for case in _zoo_cases():
         key = _case_id(case)
-        if key not in done:
-            keras.backend.clear_session()
-            keras.utils.set_random_seed(0)
-            model = zoo_net(*case)
-            path = folder / f"{key}.weights.h5"
-            model.save_weights(path)
-            shape = (2, *model.inputs[0].shape[1:])
-            x = np.random.default_rng(4).uniform(0, 255, shape).astype(np.float32)
-            expected = {training: [y, *grads] for training in zoo_modes(model)
-                        for y, grads in [output_and_gradients(model, x, training)]}
-            done[key] = (path, x, expected, [v.path for v in model.trainable_variables])
-        return done[key]
-
-    return get
+        keras.backend.clear_session()
+        keras.utils.set_random_seed(0)
+        model = zoo_net(*case)
+        model.save_weights(folder / f"{key}.weights.h5")
+        shape = (2, *model.inputs[0].shape[1:])
+        x = np.random.default_rng(4).uniform(0, 255, shape).astype(np.float32)
+        expected = {training: [y, *grads] for training in zoo_modes(model)
+                    for y, grads in [output_and_gradients(model, x, training)]}
+        done[key] = (x, expected, [v.path for v in model.trainable_variables])
+    return folder, done
 
 
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
-@pytest.mark.parametrize("case", _zoo_cases(), ids=_case_id)
-def test_zoo_net_matches_tensorflow(backend, case, tensorflow_zoo, tmp_path):
+def test_zoo_nets_match_tensorflow(backend, tensorflow_zoo, tmp_path, subtests):
     """One zoo net of each family (shrunk as tests/zoo_cases.py says; the FC net also
     stacked): outputs and gradients (input and every weight) on JAX / PyTorch equal
-    TensorFlow's for the same weights."""
-    path, x, expected, names = tensorflow_zoo(case)
-    name, overrides = case
+    TensorFlow's for the same weights. One subtest per net."""
+    folder, expected_by_case = tensorflow_zoo
+    cases = _zoo_cases()
     out = run_on_backend(backend, f"""
         import test_backends
-        test_backends.zoo_net_on_this_backend(OUT, {name!r}, {overrides!r}, IN["x"],
-                                              {str(path)!r})
-    """, tmp_path, x=x)
-    for training, values in expected.items():
-        for i, (value, what) in enumerate(zip(values, ["y", "dx", *names])):
-            assert_close(out[f"{training}/{i}"], value, f"{backend} {name} {training} {what}")
+        test_backends.zoo_nets_on_this_backend(OUT, {cases!r}, IN, {str(folder)!r})
+    """, tmp_path, timeout=600,
+        **{f"x/{key}": x for key, (x, _, _) in expected_by_case.items()})
+    for case in cases:
+        key = _case_id(case)
+        _, expected, names = expected_by_case[key]
+        with subtests.test(msg=key):
+            for training, values in expected.items():
+                for i, (value, what) in enumerate(zip(values, ["y", "dx", *names])):
+                    assert_close(out[f"{key}/{training}/{i}"], value,
+                                 f"{backend} {key} {training} {what}")
 
 
 # The analyses (zoo.analysis: gate statistics, lesioning, routing patterns) of a small FC net,
@@ -379,45 +383,55 @@ def analyses_on_this_backend(out, name, overrides, x, labels, weights):
     return model
 
 
+def analyses_of_every_net(out, x, labels, folder=None):
+    """`analyses_on_this_backend` for each of ANALYSIS_NETS, its keys prefixed by the net's
+    id; the weights from `folder` (TensorFlow's), or saved there when None is given there."""
+    for case in ANALYSIS_NETS:
+        key = _case_id(case)
+        keras.backend.clear_session()
+        keras.utils.set_random_seed(1)
+        found = {}
+        path = None if folder is None else f"{folder}/{key}.weights.h5"
+        model = analyses_on_this_backend(found, *case, x, labels, path)
+        out.update({f"{key}/{name}": value for name, value in found.items()})
+        yield key, model
+
+
 @pytest.fixture(scope="module")
 def tensorflow_analyses(tmp_path_factory):
-    folder, done = tmp_path_factory.mktemp("analyses"), {}
+    folder = tmp_path_factory.mktemp("analyses")
     rng = np.random.default_rng(5)
     x = rng.uniform(0, 255, (150, 28, 28, 1)).astype(np.float32)
     labels = rng.integers(0, 10, 150)
-
-    def get(case):
-        key = _case_id(case)
-        if key not in done:
-            keras.backend.clear_session()
-            keras.utils.set_random_seed(1)
-            out = {}
-            model = analyses_on_this_backend(out, *case, x, labels, None)
-            path = folder / f"{key}.weights.h5"
-            model.save_weights(path)
-            done[key] = (path, out)
-        return (*done[key], x, labels)
-
-    return get
+    out = {}
+    for key, model in analyses_of_every_net(out, x, labels):
+        model.save_weights(folder / f"{key}.weights.h5")
+    return folder, out, x, labels
 
 
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
-@pytest.mark.parametrize("case", ANALYSIS_NETS, ids=_case_id)
-def test_analyses_match_tensorflow(backend, case, tensorflow_analyses, tmp_path):
+def test_analyses_match_tensorflow(backend, tensorflow_analyses, tmp_path, subtests):
     """gate_statistics (b_T, mean T overall, per class and for one example, block outputs,
     estimation errors), the lesion error rates and the routing patterns of a random FC net,
-    per layer and stacked, on JAX / PyTorch equal TensorFlow's for the same weights."""
-    path, expected, x, labels = tensorflow_analyses(case)
-    name, overrides = case
+    per layer and stacked (a subtest each), on JAX / PyTorch equal TensorFlow's for the same
+    weights."""
+    folder, expected, x, labels = tensorflow_analyses
     out = run_on_backend(backend, f"""
         import test_backends
-        test_backends.analyses_on_this_backend(OUT, {name!r}, {overrides!r}, IN["x"],
-                                               IN["labels"], {str(path)!r})
+        for _ in test_backends.analyses_of_every_net(OUT, IN["x"], IN["labels"],
+                                                     {str(folder)!r}):
+            pass
     """, tmp_path, x=x, labels=labels)
     assert set(out) == set(expected)
-    np.testing.assert_array_equal(out["lesion/layers"], expected["lesion/layers"])
-    # Error rates: the same predictions, example for example.
-    assert float(out["lesion/baseline"]) == expected["lesion/baseline"]
-    np.testing.assert_array_equal(out["lesion/errors"], expected["lesion/errors"])
-    for key in sorted(set(expected) - {"lesion/layers", "lesion/baseline", "lesion/errors"}):
-        assert_close(out[key], expected[key], f"{backend} {key}")
+    for case in ANALYSIS_NETS:
+        net = _case_id(case)
+        with subtests.test(msg=net):
+            np.testing.assert_array_equal(out[f"{net}/lesion/layers"],
+                                          expected[f"{net}/lesion/layers"])
+            # Error rates: the same predictions, example for example.
+            assert float(out[f"{net}/lesion/baseline"]) == expected[f"{net}/lesion/baseline"]
+            np.testing.assert_array_equal(out[f"{net}/lesion/errors"],
+                                          expected[f"{net}/lesion/errors"])
+            for key in sorted(k for k in expected if k.startswith(net + "/")
+                              and "/lesion/" not in k):
+                assert_close(out[key], expected[key], f"{backend} {key}")

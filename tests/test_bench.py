@@ -272,7 +272,7 @@ def test_results_are_written_whole_with_machine_and_date(tmp_path):
     assert [p.name for p in out.parent.iterdir()] == ["x.json"]  # no temporary file left
 
 
-@pytest.mark.parametrize("name", [name for name, _ in suite.FULL])
+@pytest.mark.parametrize("name", suite.SCRIPTS)
 def test_every_script_runs_through_the_driver(name):
     module = importlib.import_module(f"bench.{name}")
     p = module.parser()
@@ -281,8 +281,16 @@ def test_every_script_runs_through_the_driver(name):
     assert module.main is not None and module.measure is not None
     source = importlib.util.find_spec(f"bench.{name}").loader.get_source(f"bench.{name}")
     assert "subprocess" not in source and "--child" not in source  # only the driver's
-    # the quick set runs every script too
-    assert name in {n for n, _ in suite.QUICK}
+    # the quick set runs every script too, and every entry's arguments parse
+    assert name in {script for script, _, _ in suite.QUICK}
+    for script, _, args in suite.QUICK + suite.FULL:
+        if script == name:
+            p.parse_args(args)
+
+
+def test_the_suite_writes_one_results_file_per_entry():
+    for plan in (suite.QUICK, suite.FULL):
+        assert len({result for _, result, _ in plan}) == len(plan)
 
 
 # -- conv: FLOPs, GFLOP/s, the ImageNet nets -------------------------------------------------
