@@ -27,7 +27,7 @@ demo: $(STAMP)
 	$(BIN)/highway-zoo demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 tests
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=15 tests
 
 test-backends: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m backends tests

@@ -1,13 +1,12 @@
 """`highway-zoo bench`: the benchmark suite, quick or full, each script's table printed and its
 JSON written to one directory.
 
-The quick set (the default) runs every script once, with fewer depths, repeats and steps: 26
-minutes measured on 2026-11-23 with this machine's 2 cores shared with a training job and other
-test runs (load average 4-8): headline 10 (6 of them PyTorch's runs, which stall when the cores
-are shared), start_up 2, wide 4, conv 8 (7 of them the three ImageNet nets), serving and
-pipeline 1 each. The full set (`--full`) is what the README quotes: about 70 minutes, estimated
-from its parts (about 40 for the 2026-11-21 run without the ImageNet nets and the pipeline, 21
-for the ImageNet conv rows on 2026-11-23, a few for the pipeline); longer when shared.
+The quick set (the default) runs every script once, with fewer depths, repeats and steps:
+about 20 minutes, estimated from its parts (not yet timed whole since the backends joined;
+the previous quick set took 26 minutes with the cores shared). The full set (`--full`) is what
+the README quotes: about 1 h 50 min, from its parts measured 2026-11-23 on the idle machine
+(headline 50 minutes, wide 8, conv 8 + 9, start-up about 25 estimated for three backends,
+serving and pipeline a few); longer when shared.
 """
 
 from __future__ import annotations
@@ -47,8 +46,8 @@ FULL = [
 ]
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).
-DURATION_QUICK = "about 25 minutes on this 2-core machine, shared"
-DURATION_FULL = "about 70 minutes, estimated; longer when shared"
+DURATION_QUICK = "about 20 minutes on this 2-core machine, estimated"
+DURATION_FULL = "about 1 h 50 min on this 2-core machine"
 
 
 def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None):

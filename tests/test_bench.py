@@ -96,14 +96,15 @@ def test_headline_runs_highway_zoo_on_every_backend(tmp_path):
     """A row per Keras backend, each in a process on that backend; the cached JAX row's
     measured run starts with the compilation cache its unmeasured first run filled."""
     out = tmp_path / "headline.json"
-    names = ["highway_zoo", "highway_zoo_jax", "highway_zoo_jax_cached", "highway_zoo_torch"]
+    # (TensorFlow's row: the tiny end-to-end run above)
+    names = ["highway_zoo_jax", "highway_zoo_jax_cached", "highway_zoo_torch"]
     assert headline.main(["--depths", "2", "--implementations", ",".join(["numpy", *names]),
                           "--repeats", "1", "--epochs", "1", "--out", str(out)]) == 0
     summary = json.loads(out.read_text())
     rows = {r["implementation"]: r for r in summary["results"]}
     assert set(rows) == {"numpy", *names}
     assert len({row["params"] for row in rows.values()}) == 1  # the same net everywhere
-    for name, backend in zip(names, ["tensorflow", "jax", "jax", "torch"]):
+    for name, backend in zip(names, ["jax", "jax", "torch"]):
         assert 0.0 <= rows[name]["test_accuracy"] <= 1.0
         assert rows[name]["runs"][0]["backend"] == backend
     (cached,) = rows["highway_zoo_jax_cached"]["runs"]
@@ -148,17 +149,16 @@ def test_start_up_runs_deep_per_layer_graphs_once_and_on_tensorflow_only():
 
 
 @pytest.mark.backends
-def test_start_up_runs_each_path_on_each_backend(tmp_path):
+def test_start_up_runs_on_the_backend_asked_for(tmp_path):
     out = tmp_path / "start_up.json"
-    assert start_up.main(["--backends", "tensorflow,jax", "--depths", "4", "--repeats", "1",
+    assert start_up.main(["--backends", "jax", "--depths", "4", "--repeats", "1",
                           "--max-graph-depth", "3", "--steps", "1", "--out", str(out)]) == 0
     summary = json.loads(out.read_text())
-    # the backend is the one Keras reported in each child
+    # the backend is the one Keras reported in each child; no per-layer graph past the limit
     rows = {(r["backend"], r["path"], r["depth"]): r for r in summary["results"]}
-    assert set(rows) == set(start_up.plan([4], ["tensorflow", "jax"], 3)[0])
+    assert set(rows) == {("jax", "stack", 4), ("jax", "stack_autodiff", 4)}
     assert len({row["params"] for row in rows.values()}) == 1  # the same net every way
-    for backend in ("tensorflow", "jax"):
-        assert summary["ratios"][backend]["steps_per_s_stack_vs_stack_autodiff_depth4"] > 0
+    assert summary["ratios"]["jax"]["steps_per_s_stack_vs_stack_autodiff_depth4"] > 0
 
 
 def test_a_failed_measurement_names_its_command_and_error():
@@ -382,12 +382,12 @@ def test_imagenet_conv_rows_on_a_tiny_configuration(tmp_path):
 
 
 @pytest.mark.backends
-def test_conv_rows_on_every_backend_against_its_own_convolution(tmp_path):
+def test_conv_rows_on_another_backend_against_its_own_convolution(tmp_path):
     out = tmp_path / "conv.json"
     assert conv.main(["--models", "highway_conv16_mnist:4", "--steps", "1", "--repeats", "1",
-                      "--backends", "jax,torch", "--out", str(out)]) == 0
+                      "--backends", "torch", "--out", str(out)]) == 0
     rows = {r["backend"]: r for r in json.loads(out.read_text())["results"]}
-    assert set(rows) == {"jax", "torch"}  # as Keras in each child reported
+    assert set(rows) == {"torch"}  # as Keras in the child reported
     for row in rows.values():
         assert row["conv_gflops"] > 0 and row["train_fraction_of_conv"] > 0
 
