@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
             f"{key[0]} (batch {key[1]}, {key[2]}): train {run['train_images_per_s']:.1f} "
             f"img/s, inference {run['inference_images_per_s']:.1f} img/s, 3x3 conv "
             f"{run['conv_gflops']:.0f} GFLOP/s"))
-    rows = [summarise(name, runs[key]) for key in plan for name in [key[0]]]
+    rows = [summarise(key[0], runs[key]) for key in plan]
     print()
     print(format_table(rows))
     settings = {"batch_size": args.batch_size, "steps": args.steps,

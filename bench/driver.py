@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 
+from training import jax_cache
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -49,14 +51,17 @@ def run_child(module: str, spec: dict, timeout: float | None = None,
               env: dict[str, str] | None = None) -> dict:
     """`measure(**spec)` of `module`, run in a fresh process (`python -m module --child SPEC`,
     in `cwd`, default the repository root, with KERAS_BACKEND=`backend` and `env` added to the
-    environment); its result, the last stdout line parsed as JSON.
+    environment); its result, the last stdout line parsed as JSON. A measurement compiles
+    afresh on JAX, whatever cache this process was given (`highway-zoo bench` has one), unless
+    `env` names a cache (`training.jax_cache.environment`).
 
     Raises `MeasurementFailed` in one line (the command, its exit status and its last line on
     stderr) when the process fails, and when it runs past `timeout` seconds."""
     command = child_command(module, spec)
     prefix = "" if backend == "tensorflow" else f"KERAS_BACKEND={backend} "
     shown = f"`{prefix}python -m {module} --child {shlex.quote(command[-1])}`"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": backend, **(env or {})}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": backend,
+           **jax_cache.environment(None), **(env or {})}
     try:
         proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env,
                               cwd=ROOT if cwd is None else cwd, timeout=timeout)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from bench import backends, driver
 from bench.implementations import IMPLEMENTATIONS, OURS, PER_LAYER_GRAPHS, available
+from training import jax_cache
 
 RESULTS = Path(__file__).resolve().parent / "results" / "headline.json"
 
@@ -240,16 +241,14 @@ def run(args: argparse.Namespace) -> int:
         import numpy as np
 
         np.savez(data_file, **data)
-        cache = {"JAX_COMPILATION_CACHE_DIR": os.path.join(tmp, "jax-cache"),
-                 "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
-        no_cache = {"JAX_COMPILATION_CACHE_DIR": ""}  # cold, whatever this process was given
+        cache = jax_cache.environment(os.path.join(tmp, "jax-cache"))
 
         def measure_in_child(key, options=options):
             implementation = IMPLEMENTATIONS[key[0]]
             return driver.run_child("bench.headline", {
                 "name": key[0], "depth": key[1], "data_file": data_file, "options": options,
-            }, args.timeout, backend=implementation.backend or "tensorflow",
-                env=cache if implementation.compilation_cache else no_cache)
+            }, args.timeout, backend=implementation.keras_backend,
+                env=cache if implementation.compilation_cache else None)
 
         for key in plan:  # a user's first run (one epoch: every shape), fills the cache
             if IMPLEMENTATIONS[key[0]].compilation_cache:

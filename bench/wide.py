@@ -28,12 +28,6 @@ DEFAULT = ["numpy", "pytorch", "keras_per_layer", "highway_zoo", "highway_zoo_ja
            "highway_zoo_torch"]
 
 
-def framework(name: str) -> str:
-    """The framework whose matmul an implementation is compared with: its own (a Keras
-    implementation's backend)."""
-    return {"numpy": "numpy", "pytorch": "torch"}.get(name) or IMPLEMENTATIONS[name].backend
-
-
 def train_flops(batch: int, width: int, depth: int, inputs: int = 784, classes: int = 10) -> int:
     """Matmul FLOPs of one training step (forward, backward; not the stem's input gradient)."""
     forward = 2 * batch * (inputs * width + depth * width * 2 * width + width * classes)
@@ -45,8 +39,8 @@ def measure(name: str, data_file: str, options: dict) -> dict:
     from bench.implementations import train
 
     result = train(name, read_data(data_file), **options)
-    result["matmul_gflops"] = backends.matmul_gflops(framework(name), options["batch_size"],
-                                                     options["width"])
+    result["matmul_gflops"] = backends.matmul_gflops(
+        IMPLEMENTATIONS[name].framework, options["batch_size"], options["width"])
     return result
 
 
@@ -76,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             names, args.repeats,
             lambda name: driver.run_child(
                 "bench.wide", {"name": name, "data_file": data_file, "options": options},
-                backend=IMPLEMENTATIONS[name].backend or "tensorflow"),
+                backend=IMPLEMENTATIONS[name].keras_backend),
             describe=lambda name, run: (
                 f"{name}: epochs {', '.join(f'{s:.2f}' for s in run['epoch_s'])} s, matmul "
                 f"{run['matmul_gflops']:.0f} GFLOP/s"))

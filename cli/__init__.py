@@ -103,27 +103,6 @@ def import_tensorflow_quietly() -> None:
             os.close(saved)
 
 
-def use_jax_compilation_cache() -> None:
-    """Turns on JAX's persistent compilation cache (unless JAX_COMPILATION_CACHE_DIR is set;
-    set it empty to turn the cache off) in $XDG_CACHE_HOME/highway-zoo/jax, ~/.cache by
-    default: a command run again loads the train step an earlier run compiled instead of
-    compiling it anew (seconds of every run's start on JAX; bench.headline's
-    highway_zoo_jax_cached row). Every compilation is cached, however short. Compiled code
-    is keyed by the computation, the JAX version and the device, so results do not change;
-    the child processes of a sweep inherit the setting."""
-    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                          os.path.join(cache_home, "highway-zoo", "jax"))
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    if "jax" in sys.modules:  # imported already: JAX read its environment then
-        import jax
-
-        jax.config.update("jax_compilation_cache_dir",
-                          os.environ["JAX_COMPILATION_CACHE_DIR"] or None)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs",
-                          float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM, handled as Ctrl-C is: the `finally` blocks run, temporary files go."""
 
@@ -193,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command(argv)
     if command is not None and command not in LIGHT:
-        use_jax_compilation_cache()
+        from training import jax_cache
+
+        jax_cache.use_by_default()  # before JAX is imported: it reads its environment then
         import_tensorflow_quietly()  # before the command's module imports it
     args = build_parser(command).parse_args(argv)
     prog = f"highway-zoo {args.command}"

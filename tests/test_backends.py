@@ -385,7 +385,8 @@ def analyses_on_this_backend(out, name, overrides, x, labels, weights):
 
 def analyses_of_every_net(out, x, labels, folder=None):
     """`analyses_on_this_backend` for each of ANALYSIS_NETS, its keys prefixed by the net's
-    id; the weights from `folder` (TensorFlow's), or saved there when None is given there."""
+    id, on the weights saved in `folder` (None: fresh random weights, TensorFlow's run, whose
+    models the caller saves); yields each net's id and model."""
     for case in ANALYSIS_NETS:
         key = _case_id(case)
         keras.backend.clear_session()

@@ -14,6 +14,7 @@ import pytest
 
 from bench import conv, driver, headline, pipeline, start_up, suite, wide
 from cli import main as cli_main
+from training import jax_cache
 
 
 def _run(total, epoch_s, loss=0.1, acc=0.9, mem=100.0, steps_per_epoch=10, step_s=None):
@@ -188,6 +189,11 @@ def measure(kind, value=1.5):
         time.sleep(60)
     if kind == "silent":
         sys.exit(0)
+    if kind == "environment":
+        import os
+
+        return {name: os.environ.get(name) for name in
+                ("KERAS_BACKEND", "JAX_COMPILATION_CACHE_DIR")}
     return {"kind": kind, "value": value}
 
 
@@ -207,6 +213,16 @@ def toy(tmp_path):
 def test_a_child_result_is_its_last_stdout_line(toy):
     assert driver.run_child("toy_bench", {"kind": "ok", "value": 2}, cwd=toy) == {
         "kind": "ok", "value": 2}
+
+
+def test_a_child_runs_on_its_backend_and_compiles_afresh_unless_given_a_cache(
+        toy, monkeypatch):
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(toy / "users-cache"))  # as the CLI sets
+    assert driver.run_child("toy_bench", {"kind": "environment"}, cwd=toy, backend="jax") == {
+        "KERAS_BACKEND": "jax", "JAX_COMPILATION_CACHE_DIR": ""}
+    cache = jax_cache.environment(str(toy / "bench-cache"))
+    assert driver.run_child("toy_bench", {"kind": "environment"}, cwd=toy, env=cache) == {
+        "KERAS_BACKEND": "tensorflow", "JAX_COMPILATION_CACHE_DIR": str(toy / "bench-cache")}
 
 
 def test_a_failing_child_raises_measurement_failed_with_its_last_error_line(toy):

@@ -4,7 +4,7 @@ softmax 10; Adam 5e-3, global-norm clip 5, batch 128) as each alternative implem
 Every implementation has `train(data, depth, width, epochs, batch_size, learning_rate,
 clipnorm, transform_bias, seed, max_steps) -> dict` with the same keys (see numpy_highway),
 its per-epoch steady step time from `steady_step_s`. The Keras implementations run on the
-Keras backend their entry names (`backend`); highway-zoo has a row on each.
+Keras backend their entry names (`framework`); highway-zoo has a row on each.
 """
 
 from __future__ import annotations
@@ -17,17 +17,24 @@ class Implementation(NamedTuple):
     module: str
     options: dict  # extra keyword arguments of its train
     description: str
-    backend: str | None = None  # the Keras backend it runs on (None: no Keras)
+    # numpy, torch, or the Keras backend it runs on (tensorflow, jax, torch)
+    framework: str
     # JAX's persistent compilation cache, warmed by a run before the measured ones
     compilation_cache: bool = False
+
+    @property
+    def keras_backend(self) -> str:
+        """KERAS_BACKEND for its process: its framework where Keras has that backend."""
+        return self.framework if self.framework in ("tensorflow", "jax", "torch") else (
+            "tensorflow")
 
 
 _KERAS = "bench.implementations.keras_highway"
 IMPLEMENTATIONS = {
     "numpy": Implementation("bench.implementations.numpy_highway", {},
-                            "NumPy, hand-written forward and backward"),
+                            "NumPy, hand-written forward and backward", "numpy"),
     "pytorch": Implementation("bench.implementations.torch_highway", {},
-                              "PyTorch eager, two nn.Linear per block"),
+                              "PyTorch eager, two nn.Linear per block", "torch"),
     "keras_two_dense": Implementation(_KERAS, {"style": "two_dense"},
                                       "Keras, two Dense layers per block", "tensorflow"),
     "keras_per_layer": Implementation(_KERAS, {"style": "per_layer"},
@@ -62,8 +69,7 @@ def steady_step_s(batch_ends: list[float], epoch_s: float) -> float:
 
 def available(name: str) -> bool:
     """Whether the implementation's framework is installed (JAX and PyTorch: extras)."""
-    framework = "torch" if name == "pytorch" else IMPLEMENTATIONS[name].backend
-    return framework is None or importlib.util.find_spec(framework) is not None
+    return importlib.util.find_spec(IMPLEMENTATIONS[name].framework) is not None
 
 
 def train(name: str, data: dict, **kwargs) -> dict:
