@@ -108,9 +108,10 @@ def add_data_dir(parser) -> None:
                         help="directory holding the upstream dataset files (training/data.py)")
 
 
-def add_out(parser, what: str, default: str) -> None:
+def add_out(parser, what: str, default: str, resumable: bool = False) -> None:
+    resume = "; run the same command again to resume it" if resumable else ""
     parser.add_argument("--out", metavar="DIR",
-                        help=f"{what}: new, or empty (default {default})")
+                        help=f"{what}: new, or empty (default {default}){resume}")
 
 
 def add_seed(parser) -> None:

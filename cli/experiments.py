@@ -60,7 +60,7 @@ def _sweep_arguments(p) -> None:
     add_init(p)
     add_epochs(p)
     add_data_dir(p)
-    add_out(p, "output directory", "runs/sweep-TIME")
+    add_out(p, "output directory", "runs/sweep-TIME", resumable=True)
     add_in_process(p)
 
 
@@ -84,7 +84,7 @@ def _bias_study_arguments(p) -> None:
     p.add_argument("--recipe", default="adam_fc", help="a recipe name (default adam_fc)")
     add_epochs(p)
     add_data_dir(p)
-    add_out(p, "output directory", "runs/bias-study-TIME")
+    add_out(p, "output directory", "runs/bias-study-TIME", resumable=True)
     add_in_process(p)
 
 
@@ -123,7 +123,7 @@ def _variants_arguments(p) -> None:
     add_epochs(p)
     p.add_argument("--per-layer", action="store_true",
                    help="HighwayDense layers instead of one HighwayStack (same function)")
-    add_out(p, "output directory", "runs/variants-TIME")
+    add_out(p, "output directory", "runs/variants-TIME", resumable=True)
     add_in_process(p)
 
 

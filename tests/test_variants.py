@@ -2,6 +2,8 @@
 tiny budget producing its JSON, table and figure."""
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,6 +64,35 @@ def test_study_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     png = (out / "variants.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert "[6/6] plain" in capsys.readouterr().out
+
+    # Run again, the study resumes: finished runs are kept, not retrained. One run is gone
+    # (trained again, identically: same seed), one was stopped after its training but
+    # before its result.json (its run directory's metrics are used, without timings).
+    gone, unrecorded = runs[0], runs[3]
+    shutil.rmtree(gone["run_dir"])
+    (Path(unrecorded["run_dir"]) / "result.json").unlink()
+    kept_weights = Path(runs[5]["run_dir"]) / "model.weights.h5"
+    kept_mtime = kept_weights.stat().st_mtime_ns
+    again = variants_study(
+        ["coupled", "plain"], [3], 2, dataset=separable_digits(n_train=128, n_test=50),
+        epochs=1, out=out, isolate=False,
+    )
+    printed = capsys.readouterr().out
+    assert "Resuming the study in" in printed and printed.count("finished earlier, kept") == 4
+    assert kept_weights.stat().st_mtime_ns == kept_mtime
+    by_dir = {r["run_dir"]: r for r in again["runs"]}
+    assert by_dir[gone["run_dir"]]["loss_curve"] == pytest.approx(gone["loss_curve"])
+    assert by_dir[unrecorded["run_dir"]]["test_accuracy"] == unrecorded["test_accuracy"]
+    assert by_dir[unrecorded["run_dir"]]["seconds_per_epoch"] is None
+    for before, after in zip(results["summary"], again["summary"], strict=True):
+        for key in ("test_accuracy", "final_train_loss"):
+            assert after[key]["mean"] == pytest.approx(before[key]["mean"])
+
+    # Other settings in the same directory are refused, before any work.
+    with pytest.raises(FileExistsError, match=r"holds a study with other settings \(recipe"):
+        variants_study(["coupled", "plain"], [3], 2,
+                       dataset=separable_digits(n_train=128, n_test=50), epochs=2, out=out,
+                       isolate=False)
 
 
 @pytest.mark.parametrize("kwargs, message", [

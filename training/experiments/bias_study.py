@@ -88,7 +88,7 @@ def bias_study(
                     transform_bias=[float(b) for b in biases], epochs=epochs,
                     data_dir=data_dir, out=out, recipe=recipe, isolate=isolate)
     table = bias_table(results)
-    write_text(out / "bias_table.md", table + "\n")
+    write_text(out / "bias_table.md", table + "\n", overwrite=True)
     plot_bias_study(results, out / "bias_study.png")
     print(f"\n{table}\n\nWrote {out}/bias_study.png and bias_table.md")
     return results

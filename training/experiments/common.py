@@ -7,6 +7,9 @@
 - `train_one`, `train_in_child`, `progress`, `summarise`: one net of a study trained (in this
   process or in its own, for per-run peak memory and CPU time) and the runs summarised
   over seeds.
+- `claim_study_dir`, `run_jobs`: a study's output directory and its runs, resumable: run
+  the same study again and its finished runs are kept (each run's result.json), an
+  interrupted one resumes from its checkpoint, and only the rest are trained.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,6 +48,11 @@ INITS = {
 # What summarise() averages over seeds.
 SUMMARISED = ("test_accuracy", "final_train_loss", "seconds_per_epoch", "peak_rss_mb")
 _FAILED_METRICS = ("test_accuracy", "test_loss", "final_train_loss")
+
+# A study's settings, written when its directory is claimed: a rerun resumes only these.
+STUDY_FILE = "study.json"
+# In each run directory of a study: the job and its result, written when the run is done.
+RESULT_FILE = "result.json"
 
 
 def architecture(kind: str, depth: int) -> tuple[str, dict[str, Any]]:
@@ -105,20 +114,27 @@ def train_one(job: dict[str, Any], data) -> dict[str, Any]:
     `job` names the architecture, overrides, epochs, recipe, seed and run directory."""
     from training import train
     from training.callbacks import EpochClock
-    from training.run_dir import RunDir
+    from training.run_dir import FINISHED, RunDir
     from zoo.model import recursion_headroom
 
     run_dir = RunDir(job["run_dir"])
-    with recursion_headroom(job["depth"]):
-        clock = EpochClock()  # the run tells it of each epoch it records
-        try:
-            metrics = train(
-                job["architecture"], dataset=data, epochs=job["epochs"], out=run_dir.path,
-                seed=job["seed"], recipe=job["recipe"], verbose=0, callbacks=[clock],
-                **job["overrides"],
-            )
-        except FloatingPointError as err:  # the loss diverged (NonFiniteLossError)
-            metrics = {"failed": str(err), **dict.fromkeys(_FAILED_METRICS, math.nan)}
+    status = run_dir.status or ""
+    clock = EpochClock()  # the run tells it of each epoch it records
+    if status == FINISHED:  # the study was stopped after the run, before its result.json
+        metrics = run_dir.read_metrics()
+    elif status.startswith("failed"):  # likewise, after the run diverged
+        metrics = {"failed": status.removeprefix("failed: "),
+                   **dict.fromkeys(_FAILED_METRICS, math.nan)}
+    else:
+        with recursion_headroom(job["depth"]):
+            try:
+                metrics = train(
+                    job["architecture"], dataset=data, epochs=job["epochs"],
+                    out=run_dir.path, seed=job["seed"], recipe=job["recipe"], verbose=0,
+                    callbacks=[clock], **job["overrides"],
+                )
+            except FloatingPointError as err:  # the loss diverged (NonFiniteLossError)
+                metrics = {"failed": str(err), **dict.fromkeys(_FAILED_METRICS, math.nan)}
     seconds = clock.seconds()
     history = run_dir.read_history()
     return {
@@ -166,19 +182,65 @@ def train_in_child(job: dict[str, Any]) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def claim_study_dir(path: str | os.PathLike, settings: dict[str, Any]) -> Path:
+    """`path` for a study's output: new or empty (claimed, with `settings` in study.json), or
+    the directory of an earlier run of the study with the same settings (resumed).
+
+    Raises:
+        FileExistsError: `path` holds other files, or a study with other settings.
+    """
+    from training.run_dir import claim_dir
+    from zoo.weights import write_text
+
+    path = Path(path)
+    settings = json.loads(json.dumps(settings))  # as it reads back
+    study_file = path / STUDY_FILE
+    if not study_file.is_file():
+        claim_dir(path)
+        write_text(study_file, json.dumps(settings, indent=1) + "\n")
+        return path
+    before = json.loads(study_file.read_text(encoding="utf-8"))
+    if before != settings:
+        differ = sorted(k for k in before.keys() | settings.keys()
+                        if before.get(k) != settings.get(k))
+        raise FileExistsError(
+            f"{path} holds a study with other settings ({', '.join(differ)} differ: see "
+            f"{study_file}); run it with the same options to resume it, or pass a new --out."
+        )
+    print(f"Resuming the study in {path}: its finished runs are kept.", flush=True)
+    return path
+
+
 def run_jobs(jobs: Sequence[dict[str, Any]], data, isolate: bool,
              label: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
     """Trains every job, each in its own process if `isolate` (else in this one, on `data`),
     printing a progress line per job that starts with `label(job)`; the jobs (without their
-    data directory) with their results."""
+    data directory) with their results.
+
+    A job whose run directory holds its result.json (a study run again) is not trained again:
+    its recorded result is used. Each result.json is written as its run ends, so a study
+    stopped at any point loses at most the epochs since its running job's last checkpoint.
+    """
+    from zoo.weights import write_text
+
     runs = []
     for i, job in enumerate(jobs, start=1):
+        record = {k: v for k, v in job.items() if k != "data_dir"}
+        result_file = Path(job["run_dir"]) / RESULT_FILE
+        if result_file.is_file():
+            run = json.loads(result_file.read_text(encoding="utf-8"))
+            runs.append(run)
+            print(f"[{i}/{len(jobs)}] {label(job)}: {progress(run)} (finished earlier, kept)",
+                  flush=True)
+            continue
         start = time.perf_counter()
         if isolate:
             result = train_in_child(job)
         else:
             result = {**train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
-        runs.append({k: v for k, v in job.items() if k != "data_dir"} | result)
+        run = record | result
+        write_text(result_file, json.dumps(run, indent=1) + "\n")
+        runs.append(run)
         print(f"[{i}/{len(jobs)}] {label(job)}: {progress(result)} "
               f"({time.perf_counter() - start:.1f} s)", flush=True)
     return runs

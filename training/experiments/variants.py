@@ -22,7 +22,9 @@ each at two widths:
 
 Writes, under `out`::
 
-    <variant>_w<width>_depth<d>_seed<s>/   a run directory per net (training.trainer)
+    study.json                             the settings (a rerun resumes only these)
+    <variant>_w<width>_depth<d>_seed<s>/   a run directory per net (training.trainer) with
+                                           its result.json once finished
     results.json                           settings, every run, mean and std over seeds
     table.md                               per mode, depth and variant: width, parameters,
                                            final training loss, test accuracy (mean ± std)
@@ -45,12 +47,13 @@ from layers._highway import LEARNED_BRANCHES, VARIANTS
 from training.data import Dataset, load_dataset
 from training.experiments.common import (
     INITS,
+    claim_study_dir,
     run_jobs,
     subset,
     summarise,
 )
 from training.recipes import get_recipe
-from training.run_dir import claim_dir, default_dir
+from training.run_dir import default_dir
 from zoo.analysis.plots import save_figure
 from zoo.weights import write_text
 
@@ -220,7 +223,8 @@ def variants_study(
         epochs: default: the recipe's (adam_fc: 12).
         recipe: the optimiser budget, the same for every net.
         stacked: every net's hidden layers as one `HighwayStack` (same function, faster).
-        out: output directory, new or empty (default `runs/variants-<time>`).
+        out: output directory, new or empty (default `runs/variants-<time>`), or that of
+            an earlier run of the study with the same settings, which is resumed.
         isolate: train each net in its own process (its own peak memory and CPU time).
     """
     seed_list = _check(variants, depths, seeds, modes, max_train_examples, max_test_examples)
@@ -235,11 +239,23 @@ def variants_study(
         raise ValueError("A loaded Dataset is trained in this process: pass isolate=False, or "
                          "a dataset name.")
     recipe_ = get_recipe(recipe, epochs=epochs)
-    out = claim_dir(out or default_dir("variants"))
     data = dataset if loaded else subset(load_dataset(dataset, data_dir), max_train_examples,
                                           max_test_examples)
     inputs = int(np.prod(data.image_shape))
     print(f"Data: {data.source} ({data.num_train} training, {data.num_test} test examples)")
+    data_record = {"source": data.source, "name": data.name, "num_train": data.num_train,
+                   "num_test": data.num_test}
+    settings = {
+        "variants": list(variants), "depths": list(depths), "seeds": seed_list,
+        "modes": list(modes), "activation": activation, "transform_bias": transform_bias,
+        "carry_bias": 2.0, "init": init, "kernel_initializer": INITS[init],
+        "recipe": recipe_, "stacked": stacked, "isolate": isolate,
+        "matched_widths": {v: matched_width(v) for v in variants},
+        "matching_rule": "per hidden layer: n·(w² + w) closest to a coupled layer of "
+                         f"width {WIDTH} (2·({WIDTH}² + {WIDTH}) parameters)",
+    }
+    # Run again with the same settings, the study resumes: finished runs are kept.
+    out = claim_study_dir(out or default_dir("variants"), {"data": data_record, **settings})
 
     configs = {(v, w) for v in variants for w in widths(v, modes).values()}
     jobs = []
@@ -292,23 +308,15 @@ def variants_study(
     print()
     print(table)
     results = {
-        "data": {"source": data.source, "name": data.name, "num_train": data.num_train,
-                 "num_test": data.num_test},
-        "settings": {
-            "variants": list(variants), "depths": list(depths), "seeds": seed_list,
-            "modes": list(modes), "activation": activation, "transform_bias": transform_bias,
-            "carry_bias": 2.0, "init": init, "kernel_initializer": INITS[init],
-            "recipe": recipe_, "stacked": stacked, "isolate": isolate,
-            "matched_widths": {v: matched_width(v) for v in variants},
-            "matching_rule": "per hidden layer: n·(w² + w) closest to a coupled layer of "
-                             f"width {WIDTH} (2·({WIDTH}² + {WIDTH}) parameters)",
-        },
+        "data": data_record,
+        "settings": settings,
         "std": "population standard deviation over seeds (numpy.std, ddof=0)",
         "summary": rows,
         "runs": runs,
     }
-    write_text(out / "results.json", json.dumps(results, indent=1) + "\n")
-    write_text(out / "table.md", table)
+    # A study run again rewrites its results from the kept and the new runs.
+    write_text(out / "results.json", json.dumps(results, indent=1) + "\n", overwrite=True)
+    write_text(out / "table.md", table, overwrite=True)
     n = len(seed_list)
     plot(rows, out / "variants.png",
          f"Highway variants, {activation} FC nets on {data.name} ({data.num_train} training "
