@@ -30,6 +30,12 @@ def finite(text: str) -> float:
     return value
 
 
+def rates(text: str) -> float | list[float]:
+    """One finite number, or a comma-separated list of them (the builder checks the range)."""
+    values = [finite(part) for part in text.split(",")]
+    return values[0] if len(values) == 1 else values
+
+
 def positive(text: str) -> int:
     """An integer >= 1."""
     try:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from cli.args import add_data_dir, add_dataset, add_seed, finite, positive
+from cli.args import add_data_dir, add_dataset, add_seed, finite, positive, rates
 
 # Flags that become architecture overrides (dest -> type).
 OVERRIDE_FLAGS = {"depth": positive, "width": positive, "transform_bias": finite,
-                  "activation": str, "variant": str, "classes": positive}
+                  "activation": str, "variant": str, "classes": positive, "dropout": rates}
 _OVERRIDE_HELP = {
     "depth": "number of highway layers (FC nets)",
     "width": "units per layer (FC nets)",
@@ -16,6 +16,8 @@ _OVERRIDE_HELP = {
     "activation": "the highway layers' activation (e.g. relu, tanh)",
     "variant": "coupled, full, c_only, t_only, residual or plain (Greff et al. 2017)",
     "classes": "number of classes (a fresh classifier)",
+    "dropout": "MNIST conv nets: every dropout layer's rate, or one per layer (input and "
+               "after stages 1-3: 0.2,0.3,0.4,0.5 as released)",
 }
 
 

@@ -50,6 +50,10 @@ def test_usage_errors_are_one_line(capsys):
                     "(see `highway-zoo train --help`)")
     _one_line_error(capsys, ["train", FC, "--transform-bias", "nan"], "expected a finite number")
     _one_line_error(capsys, ["demo", "--depths", "1"], "depths must be integers >= 2")
+    _one_line_error(capsys, ["train", "highway_conv16_mnist", "--dropout", "0.1,x"],
+                    "argument --dropout: expected a number. Received: 'x'")
+    _one_line_error(capsys, ["train", "highway_conv16_mnist", "--dropout", "0.5,1"],
+                    "dropout must be a rate in [0, 1) for every dropout layer")
     _one_line_error(capsys, ["sweep", "--depths", "ten"],
                     "argument --depths: expected an integer. Received: 'ten' (a list: a,b,c)")
     _one_line_error(capsys, ["tune", FC, "--transform-bias-range", "1"],

@@ -179,6 +179,31 @@ def test_override_the_family_does_not_have_is_refused():
         zoo.load("plain_fc10_mnist", transform_bias=-2.0)
 
 
+def _dropout_rates(model):
+    return [layer.rate for layer in model.layers if isinstance(layer, keras.layers.Dropout)]
+
+
+def test_mnist_conv_dropout_is_an_override_that_keeps_the_weights():
+    released = zoo.load("highway_conv16_mnist")
+    assert _dropout_rates(released) == [0.2, 0.3, 0.4, 0.5]  # the released net's (spec §2)
+    off = zoo.load("highway_conv16_mnist", dropout=0.0)
+    assert _dropout_rates(off) == [0.0] * 4
+    assert _dropout_rates(zoo.load("highway_conv16_mnist", dropout=[0.1, 0.2, 0.3, 0.4])) == [
+        0.1, 0.2, 0.3, 0.4]
+    # Dropout holds no weights: weights trained at any rate load into the released net, and
+    # in inference mode the nets compute the same function.
+    off.set_weights([np.asarray(w) + 0.01 for w in released.get_weights()])
+    released.set_weights(off.get_weights())
+    x = raw_pixels((28, 28, 1))
+    np.testing.assert_array_equal(off.predict(x, verbose=0), released.predict(x, verbose=0))
+    # In training mode the rate is used: no dropout leaves the output deterministic.
+    np.testing.assert_array_equal(off(x, training=True), off(x, training=True))
+    assert not np.array_equal(released(x, training=True), released(x, training=True))
+    for bad in (1.0, -0.1, [0.1, 0.2], "high"):
+        with pytest.raises(ValueError, match="dropout must be a rate in"):
+            zoo.load("highway_conv16_mnist", dropout=bad)
+
+
 def test_input_of_the_wrong_shape_is_refused():
     model = zoo.load("highway_conv16_mnist")
     with pytest.raises(ValueError, match=r"28, 28, 1"):

@@ -53,8 +53,26 @@ _CONV_OVERRIDES = (
 )
 
 
-_MNIST_STAGES = [(2, 3, 0.3), (3, 3, 0.4), (3, 2, 0.5)]  # (highway convs, pool size, dropout)
+_MNIST_STAGES = [(2, 3), (3, 3), (3, 2)]  # (highway convs, pool size)
 _MNIST_STEM = 5
+# The released nets' dropout rates: on the input pixels, then after each stage's pool.
+MNIST_DROPOUT = (0.2, 0.3, 0.4, 0.5)
+
+
+def _dropout_rates(dropout) -> tuple[float, ...]:
+    """`dropout` as one rate per dropout layer: a number is every layer's rate."""
+    rates = (dropout,) * len(MNIST_DROPOUT) if isinstance(dropout, int | float) else dropout
+    try:
+        rates = tuple(float(r) for r in rates)
+    except (TypeError, ValueError):
+        rates = ()
+    if len(rates) != len(MNIST_DROPOUT) or not all(0.0 <= r < 1.0 for r in rates):
+        raise ValueError(
+            "dropout must be a rate in [0, 1) for every dropout layer, or "
+            f"{len(MNIST_DROPOUT)} of them (input, after stages 1-3; the released net's are "
+            f"{MNIST_DROPOUT}). Received: dropout={dropout!r}"
+        )
+    return rates
 
 
 def _half(size):
@@ -70,7 +88,7 @@ def _mnist_features(args):
     return feature_info(f"stage{len(_MNIST_STAGES)}_dropout", (h, w, args["width"]), True)
 
 
-@register_family("highway_conv_mnist", ("width", "input_shape") + _CONV_OVERRIDES,
+@register_family("highway_conv_mnist", ("width", "input_shape", "dropout") + _CONV_OVERRIDES,
                  features=_mnist_features)
 def highway_conv_mnist(
     *,
@@ -83,16 +101,20 @@ def highway_conv_mnist(
     classes,
     classifier_stddev,
     classifier_activation="softmax",
+    dropout=MNIST_DROPOUT,
     include_top=True,
     pooling=None,
 ):
     """Table 1: conv 5x5 then 2 + 3 + 3 highway convs, 3x3/2 and 2x2/2 pools.
 
     The classifier reads the flattened last feature map, so with the top the input is 28x28
-    (as keras.applications' VGG16); without it any size from 5x5 up.
+    (as keras.applications' VGG16); without it any size from 5x5 up. `dropout`: the rate of
+    each dropout layer (`MNIST_DROPOUT`), or one rate for all; 0 turns dropout off (the
+    layers hold no weights: every weights file loads whatever the rates).
     """
     import keras
 
+    input_rate, *stage_rates = _dropout_rates(dropout)
     input_shape = check_input_shape(input_shape, _MNIST_STEM)
     if include_top and tuple(input_shape[:2]) != (28, 28):
         raise ValueError(
@@ -101,13 +123,13 @@ def highway_conv_mnist(
             "from 5x5, e.g. with pooling='avg' and your own head)."
         )
     inputs, x = image_input(input_shape, preprocessing)
-    x = keras.layers.Dropout(0.2, name="input_dropout")(x)
+    x = keras.layers.Dropout(input_rate, name="input_dropout")(x)
     x = keras.layers.Conv2D(
         width, 5, padding="valid", activation="relu",
         kernel_initializer=_init(CAFFE_XAVIER), name="stem_conv",
     )(x)
     # padding="same" reproduces Caffe's ceil-mode pooling: 24 -> 12 -> 6 (spec §2).
-    for s, (n, pool, rate) in enumerate(_MNIST_STAGES, start=1):
+    for s, ((n, pool), rate) in enumerate(zip(_MNIST_STAGES, stage_rates), start=1):
         x = _highway_stack(x, n, (3,), f"stage{s}", activation, transform_bias, variant)
         x = keras.layers.MaxPooling2D(pool, 2, padding="same", name=f"stage{s}_pool")(x)
         x = keras.layers.Dropout(rate, name=f"stage{s}_dropout")(x)

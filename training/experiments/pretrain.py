@@ -38,8 +38,15 @@ _FAMILY = [
     ("highway_conv16", "caffe_mnist_conv_adam", {}),
     ("highway_conv32", "caffe_mnist_conv_adam", {}),
 ]
+# Per dataset. On the full Fashion-MNIST the released conv nets' dropout (0.2 on the pixels,
+# 0.3-0.5 after the stages) underfits: after 40 epochs highway_conv16 classified its own
+# training images no better than the test images (0.891 vs 0.880, inference mode), and without
+# dropout it passed that test accuracy in 4 epochs. Trained without it; the weights load into
+# the released nets (dropout holds no weights). The MNIST sample (4,000 images) keeps it.
+_DATA_OVERRIDES = {("fashion_mnist", "highway_conv16"): {"dropout": 0.0},
+                   ("fashion_mnist", "highway_conv32"): {"dropout": 0.0}}
 PLAN = [
-    (f"{stem}_{data}", recipe, overrides)
+    (f"{stem}_{data}", recipe, {**overrides, **_DATA_OVERRIDES.get((data, stem), {})})
     for data in ("fashion_mnist", "mnist")
     for stem, recipe, overrides in _FAMILY
 ]
