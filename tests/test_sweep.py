@@ -130,3 +130,18 @@ def test_a_diverged_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch,
     assert np.isnan(results["summary"][0]["test_accuracy"]["mean"])
     assert "FAILED: non-finite loss" in capsys.readouterr().out
     assert "nan ± nan" in (tmp_path / "sweep" / "table.md").read_text()
+
+
+def test_a_run_stopped_before_its_result_is_read_from_its_run_directory(tmp_path):
+    # A study stopped between a run's end and its result.json: run again, it records what the
+    # run directory says instead of training (train refuses a finished or failed run).
+    from training.experiments.common import train_one
+    from training.run_dir import NON_FINITE, RunDir
+
+    run_dir = RunDir(tmp_path / "diverged")
+    run_dir.path.mkdir()
+    message = "the training loss is nan at epoch 2, batch 5 (iteration 25)"
+    run_dir.write_run({"status": NON_FINITE, "failure": {"message": message}})
+    result = train_one({"run_dir": str(run_dir.path)}, data=None)
+    assert result["failed"] == message and np.isnan(result["test_accuracy"])
+    assert result["seconds_per_epoch"] is None and result["loss_curve"] == []

@@ -114,16 +114,16 @@ def train_one(job: dict[str, Any], data) -> dict[str, Any]:
     `job` names the architecture, overrides, epochs, recipe, seed and run directory."""
     from training import train
     from training.callbacks import EpochClock
-    from training.run_dir import FINISHED, RunDir
+    from training.run_dir import FINISHED, NON_FINITE, RunDir
     from zoo.model import recursion_headroom
 
     run_dir = RunDir(job["run_dir"])
-    status = run_dir.status or ""
+    status = run_dir.status
     clock = EpochClock()  # the run tells it of each epoch it records
     if status == FINISHED:  # the study was stopped after the run, before its result.json
         metrics = run_dir.read_metrics()
-    elif status.startswith("failed"):  # likewise, after the run diverged
-        metrics = {"failed": status.removeprefix("failed: "),
+    elif status == NON_FINITE:  # likewise, after the run diverged: what train raised then
+        metrics = {"failed": run_dir.read_run()["failure"]["message"],
                    **dict.fromkeys(_FAILED_METRICS, math.nan)}
     else:
         with recursion_headroom(job["depth"]):
