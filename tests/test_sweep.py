@@ -145,3 +145,60 @@ def test_a_run_stopped_before_its_result_is_read_from_its_run_directory(tmp_path
     result = train_one({"run_dir": str(run_dir.path)}, data=None)
     assert result["failed"] == message and np.isnan(result["test_accuracy"])
     assert result["seconds_per_epoch"] is None and result["loss_curve"] == []
+
+
+def test_the_same_study_started_twice_shares_its_runs(tmp_path):
+    # This test holds two runs' locks, as a second process training them would: a study
+    # command started meanwhile trains the rest, waits for those, keeps the result the
+    # holder wrote, and trains the run whose holder let go without a result.
+    import fcntl
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from training.experiments.common import CLAIMS_DIR, RESULT_FILE
+
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--depths", "2", "--kinds", "plain", "--seeds", "3", "--epochs", "1",
+            "--in-process", "--data-dir", str(tmp_path), "--out", str(out)]
+    with pytest.warns(OfflineFallbackWarning):
+        assert cli.main(argv) == 0
+    first = {r["seed"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
+    for seed in (1, 2):
+        shutil.rmtree(out / f"plain_depth2_seed{seed}")
+    locks = {seed: open(out / CLAIMS_DIR / f"plain_depth2_seed{seed}.lock", "a")
+             for seed in (1, 2)}
+    for lock in locks.values():
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
+    study = subprocess.Popen([sys.executable, "-m", "cli", *argv], env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=open(tmp_path / "stderr", "w"),
+                             cwd=Path(__file__).parent.parent)
+    lines = []
+    for line in study.stdout:
+        lines.append(line)
+        if "waiting for the process training it" in line:
+            break
+    progress = [ln.split(": ", 1)[1].strip() for ln in lines if ln.startswith("[")]
+    assert progress[0].endswith("(finished earlier, kept)"), lines
+    assert progress[1:] == ["another process is training it"] * 2 + [
+        "waiting for the process training it"], lines
+    # The holder of seed 1 finishes it (a result only it could have written); seed 2's
+    # holder ends without a result.
+    planted = {**first[1], "test_accuracy": 0.123}
+    (out / "plain_depth2_seed1").mkdir()
+    (out / "plain_depth2_seed1" / RESULT_FILE).write_text(json.dumps(planted))
+    for lock in locks.values():
+        lock.close()
+    rest = study.stdout.read()
+    assert study.wait(240) == 0, (tmp_path / "stderr").read_text()[-3000:]
+    assert "seed 1: test accuracy 0.123" in rest and "(finished by another process, kept)" in rest
+    results = json.loads((out / "results.json").read_text())
+    assert [r["seed"] for r in results["runs"]] == [0, 1, 2]
+    assert results["runs"][1]["test_accuracy"] == 0.123
+    # Seed 2 was trained again, by this command, to what the first study got.
+    assert results["runs"][2]["loss_curve"] == first[2]["loss_curve"]
+    assert json.loads((out / "plain_depth2_seed2" / RESULT_FILE).read_text())[
+        "loss_curve"] == first[2]["loss_curve"]

@@ -9,12 +9,17 @@
   over seeds.
 - `claim_study_dir`, `run_jobs`: a study's output directory and its runs, resumable: run
   the same study again and its finished runs are kept (each run's result.json), an
-  interrupted one resumes from its checkpoint, and only the rest are trained.
+  interrupted one resumes from its checkpoint, and only the rest are trained. The same
+  command started again while the first still runs shares the work: each run is taken by
+  one process (a lock per run), and each process writes the study's results when every run
+  is done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import math
 import os
@@ -53,6 +58,8 @@ _FAILED_METRICS = ("test_accuracy", "test_loss", "final_train_loss")
 STUDY_FILE = "study.json"
 # In each run directory of a study: the job and its result, written when the run is done.
 RESULT_FILE = "result.json"
+# In a study's directory: one lock file per run, held by the process that trains it.
+CLAIMS_DIR = ".claims"
 
 
 def architecture(kind: str, depth: int) -> tuple[str, dict[str, Any]]:
@@ -211,39 +218,77 @@ def claim_study_dir(path: str | os.PathLike, settings: dict[str, Any]) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _run_claim(run_dir: str | os.PathLike, wait: bool):
+    """Holds the lock on one run of a study (True), or yields False at once if another
+    process holds it and not `wait`. The kernel frees the lock when its holder dies."""
+    run_dir = Path(run_dir)
+    claims = run_dir.parent / CLAIMS_DIR
+    claims.mkdir(exist_ok=True)
+    with open(claims / f"{run_dir.name}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def run_jobs(jobs: Sequence[dict[str, Any]], data, isolate: bool,
              label: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
     """Trains every job, each in its own process if `isolate` (else in this one, on `data`),
     printing a progress line per job that starts with `label(job)`; the jobs (without their
-    data directory) with their results.
+    data directory) with their results, in the order of `jobs`.
 
     A job whose run directory holds its result.json (a study run again) is not trained again:
     its recorded result is used. Each result.json is written as its run ends, so a study
     stopped at any point loses at most the epochs since its running job's last checkpoint.
+    A job that another process is training (the same study started twice) is left to it;
+    when its own jobs are done this process waits for those, and trains any whose process
+    ended without a result.
     """
+    runs: dict[int, dict[str, Any]] = {}
+    elsewhere = []
+    for i, job in enumerate(jobs, start=1):
+        with _run_claim(job["run_dir"], wait=False) as claimed:
+            if claimed:
+                runs[i] = _run_job(i, job, data, isolate, label, len(jobs))
+            else:
+                elsewhere.append((i, job))
+                print(f"[{i}/{len(jobs)}] {label(job)}: another process is training it",
+                      flush=True)
+    for i, job in elsewhere:
+        print(f"[{i}/{len(jobs)}] {label(job)}: waiting for the process training it",
+              flush=True)
+        with _run_claim(job["run_dir"], wait=True):
+            runs[i] = _run_job(i, job, data, isolate, label, len(jobs), by="by another process")
+    return [runs[i] for i in sorted(runs)]
+
+
+def _run_job(i: int, job: dict[str, Any], data, isolate: bool,
+             label: Callable[[dict[str, Any]], str], total: int,
+             by: str = "earlier") -> dict[str, Any]:
+    """One job of run_jobs, its run's lock held: its recorded result, or trained now."""
     from zoo.weights import write_text
 
-    runs = []
-    for i, job in enumerate(jobs, start=1):
-        record = {k: v for k, v in job.items() if k != "data_dir"}
-        result_file = Path(job["run_dir"]) / RESULT_FILE
-        if result_file.is_file():
-            run = json.loads(result_file.read_text(encoding="utf-8"))
-            runs.append(run)
-            print(f"[{i}/{len(jobs)}] {label(job)}: {progress(run)} (finished earlier, kept)",
-                  flush=True)
-            continue
-        start = time.perf_counter()
-        if isolate:
-            result = train_in_child(job)
-        else:
-            result = {**train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
-        run = record | result
-        write_text(result_file, json.dumps(run, indent=1) + "\n")
-        runs.append(run)
-        print(f"[{i}/{len(jobs)}] {label(job)}: {progress(result)} "
-              f"({time.perf_counter() - start:.1f} s)", flush=True)
-    return runs
+    result_file = Path(job["run_dir"]) / RESULT_FILE
+    if result_file.is_file():
+        run = json.loads(result_file.read_text(encoding="utf-8"))
+        print(f"[{i}/{total}] {label(job)}: {progress(run)} (finished {by}, kept)", flush=True)
+        return run
+    start = time.perf_counter()
+    if isolate:
+        result = train_in_child(job)
+    else:
+        result = {**train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
+    run = {k: v for k, v in job.items() if k != "data_dir"} | result
+    write_text(result_file, json.dumps(run, indent=1) + "\n")
+    print(f"[{i}/{total}] {label(job)}: {progress(result)} "
+          f"({time.perf_counter() - start:.1f} s)", flush=True)
+    return run
 
 
 def progress(result: dict[str, Any]) -> str:
