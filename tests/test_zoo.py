@@ -204,6 +204,24 @@ def test_mnist_conv_dropout_is_an_override_that_keeps_the_weights():
             zoo.load("highway_conv16_mnist", dropout=bad)
 
 
+def test_shipped_weights_bring_the_settings_they_were_trained_with():
+    # As a keras-hub preset's config: the Fashion-MNIST conv weights were trained without
+    # dropout (index.json's training_overrides), so they load into a net without dropout,
+    # unless the caller asks for a rate; the MNIST ones keep the released rates.
+    from zoo import pretrained
+
+    name = "highway_conv16_fashion_mnist"
+    assert pretrained.record(name)["training_overrides"] == {"dropout": 0.0}
+    shipped = zoo.load(name, weights="default")
+    assert shipped.overrides["dropout"] == 0.0 and _dropout_rates(shipped) == [0.0] * 4
+    chosen = zoo.load(name, weights="default", dropout=0.3, include_top=False)
+    assert _dropout_rates(chosen) == [0.3] * 4
+    assert _dropout_rates(zoo.load("highway_conv16_mnist", weights="default")) == [
+        0.2, 0.3, 0.4, 0.5]
+    fc100 = zoo.load("highway_fc100_mnist", weights="default")
+    assert fc100.overrides["transform_bias"] == -4.0  # its b_T initialisation, recorded
+
+
 def test_input_of_the_wrong_shape_is_refused():
     model = zoo.load("highway_conv16_mnist")
     with pytest.raises(ValueError, match=r"28, 28, 1"):

@@ -78,7 +78,9 @@ def load(
             `from_preset(local_dir)`.
         weights: None for a fresh initialisation (for a name; a preset brings its weights);
             `"default"` for the weights shipped with the package (`describe(name)
-            ["pretrained"]` says how they were trained and what they scored); a preset or
+            ["pretrained"]` says how they were trained and what they scored; the
+            overrides they were trained with, its `training_overrides`, e.g. `dropout=0.0`,
+            are applied before `overrides`); a preset or
             run directory, whose recorded overrides are applied before `overrides`; or a
             `.weights.h5` file with a `.sha256` beside it. The sha256 is checked first.
         **overrides: builder arguments the family allows (`describe(name)["overridable"]`):
@@ -136,7 +138,11 @@ def weights_source(name: str, weights: str | os.PathLike | None) -> WeightsSourc
         return None
     if isinstance(weights, str) and weights == "default":
         path = pretrained.fetch(name)  # get_file checks the recorded sha256
-        return WeightsSource(path, name, {}, f"the shipped weights of {name}")
+        # The architecture settings the weights were trained with travel with them, as a
+        # keras-hub preset's config does: fine-tuning conv nets trained without dropout under
+        # the released dropout cost 30 points (README, Transfer).
+        trained_with = dict(pretrained.record(name).get("training_overrides") or {})
+        return WeightsSource(path, name, trained_with, f"the shipped weights of {name}")
     path = Path(weights)
     if path.is_dir():
         weights_path, record = read_model_dir(path)
