@@ -115,7 +115,8 @@ def add_data_dir(parser) -> None:
 
 
 def add_out(parser, what: str, default: str, resumable: bool = False) -> None:
-    resume = "; run the same command again to resume it" if resumable else ""
+    resume = ("; run the same command again to resume it, or start it again while it runs "
+              "to share its runs" if resumable else "")
     parser.add_argument("--out", metavar="DIR",
                         help=f"{what}: new, or empty (default {default}){resume}")
 

@@ -174,7 +174,7 @@ def test_the_same_study_started_twice_shares_its_runs(tmp_path):
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
     study = subprocess.Popen([sys.executable, "-m", "cli", *argv], env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=open(tmp_path / "stderr", "w"),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              cwd=Path(__file__).parent.parent)
     lines = []
     for line in study.stdout:
@@ -193,7 +193,7 @@ def test_the_same_study_started_twice_shares_its_runs(tmp_path):
     for lock in locks.values():
         lock.close()
     rest = study.stdout.read()
-    assert study.wait(240) == 0, (tmp_path / "stderr").read_text()[-3000:]
+    assert study.wait(240) == 0, rest[-3000:]
     assert "seed 1: test accuracy 0.123" in rest and "(finished by another process, kept)" in rest
     results = json.loads((out / "results.json").read_text())
     assert [r["seed"] for r in results["runs"]] == [0, 1, 2]

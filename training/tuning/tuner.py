@@ -381,12 +381,16 @@ def search(
           f"{f', {replicas} replicas' if replicas > 1 else ''}) in {out}", flush=True)
     # KerasTuner runs gc.collect() twice before every trial's build; over TensorFlow's
     # heap that cost 0.6 s a call here. Frozen objects (what exists before the search)
-    # are skipped by the collector; what the trials create is still collected.
-    gc.freeze()
+    # are skipped by the collector; what the trials create is still collected. A caller
+    # that froze its own heap keeps it as it is (unfreeze would thaw theirs too).
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
     try:
         tuner_.search(verbose=verbose)
     finally:
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
     if role == "worker":
         print(f"{tuner_.tuner_id}: no trials left; the chief writes the results.", flush=True)
         return None
