@@ -122,6 +122,7 @@ def train_one(job: dict[str, Any], data) -> dict[str, Any]:
     from training import train
     from training.callbacks import EpochClock
     from training.run_dir import FINISHED, NON_FINITE, RunDir
+    from training.tf_gradient_registry import released_custom_gradients
     from zoo.model import recursion_headroom
 
     run_dir = RunDir(job["run_dir"])
@@ -133,7 +134,9 @@ def train_one(job: dict[str, Any], data) -> dict[str, Any]:
         metrics = {"failed": run_dir.read_run()["failure"]["message"],
                    **dict.fromkeys(_FAILED_METRICS, math.nan)}
     else:
-        with recursion_headroom(job["depth"]):
+        # released_custom_gradients: the study trains many nets in one process
+        # (training.tf_gradient_registry).
+        with recursion_headroom(job["depth"]), released_custom_gradients():
             try:
                 metrics = train(
                     job["architecture"], dataset=data, epochs=job["epochs"],

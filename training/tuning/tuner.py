@@ -157,10 +157,14 @@ def _tuner_class(kind: str):
         def run_trial(self, trial, *args, **kwargs):
             import time
 
+            from training.tf_gradient_registry import released_custom_gradients
             from zoo.weights import write_text
 
             start = time.monotonic()
-            results = super().run_trial(trial, *args, **kwargs)
+            # A trial's model is discarded when it ends; without this every trial left its
+            # traced graphs in memory (training.tf_gradient_registry).
+            with released_custom_gradients():
+                results = super().run_trial(trial, *args, **kwargs)
             # KerasTuner's trial.json keeps only the best epoch's metrics; the per-epoch
             # curves (Fig. 1's left panel) go beside it, in the trial's directory.
             first = results[0] if isinstance(results, list) else results
