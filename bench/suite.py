@@ -33,6 +33,7 @@ QUICK = [
     ("serving", "serving", ["--random-weights", "--calls", "50", "--runs", "3"]),
     ("pipeline", "pipeline", ["--models", "highway_fc50_mnist:128", "--repeats", "1",
                               "--epochs", "1"]),
+    ("trial_memory", "trial_memory", ["--depths", "10", "--trials", "8"]),
 ]
 FULL = [
     ("headline", "headline", []),
@@ -43,6 +44,7 @@ FULL = [
                                "--repeats", "2"]),
     ("serving", "serving", ["--random-weights"]),
     ("pipeline", "pipeline", []),
+    ("trial_memory", "trial_memory", []),
 ]
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).

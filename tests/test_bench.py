@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from bench import conv, driver, headline, pipeline, start_up, suite, wide
+from bench import conv, driver, headline, pipeline, start_up, suite, trial_memory, wide
 from cli import main as cli_main
 from training import jax_cache
 
@@ -160,6 +160,16 @@ def test_start_up_runs_on_the_backend_asked_for(tmp_path):
     assert set(rows) == {("jax", "stack", 4), ("jax", "stack_autodiff", 4)}
     assert len({row["params"] for row in rows.values()}) == 1  # the same net every way
     assert summary["ratios"]["jax"]["steps_per_s_stack_vs_stack_autodiff_depth4"] > 0
+
+
+def test_trial_memory_records_every_trial_with_and_without_the_release(tmp_path):
+    out = tmp_path / "trial_memory.json"
+    assert trial_memory.main(["--depths", "3", "--trials", "2", "--out", str(out)]) == 0
+    rows = {r["mode"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(rows) == set(trial_memory.MODES)
+    for row in rows.values():  # the tuner entered the recording block once per trial
+        assert row["trials"] == 2 and len(row["rss_after_trial_mb"]) == 2
+        assert row["rss_first_mb"] == row["rss_after_trial_mb"][0] > 100  # TensorFlow's
 
 
 def test_a_failed_measurement_names_its_command_and_error():
