@@ -202,3 +202,48 @@ def test_the_same_study_started_twice_shares_its_runs(tmp_path):
     assert results["runs"][2]["loss_curve"] == first[2]["loss_curve"]
     assert json.loads((out / "plain_depth2_seed2" / RESULT_FILE).read_text())[
         "loss_curve"] == first[2]["loss_curve"]
+
+
+def test_a_study_started_twice_at_once_is_claimed_once(tmp_path, monkeypatch, capsys):
+    # The first process is held between creating the empty --out and writing study.json;
+    # the second, started then, must wait and resume the study, not claim the same empty
+    # directory (without the lock it writes study.json first, and the first is refused).
+    import threading
+    import time
+
+    import zoo.weights
+    from training.experiments.common import STUDY_FILE, claim_study_dir
+
+    out = tmp_path / "studies" / "variants"
+    settings = {"depths": [10], "seeds": [0, 1]}
+    write_text = zoo.weights.write_text
+    first_inside, release_first = threading.Event(), threading.Event()
+
+    def held_write_text(path, *args, **kwargs):
+        if threading.current_thread().name == "first":
+            first_inside.set()
+            release_first.wait(30)
+        return write_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(zoo.weights, "write_text", held_write_text)
+    outcome = {}
+
+    def start(name):
+        try:
+            outcome[name] = claim_study_dir(out, settings)
+        except Exception as err:  # noqa: BLE001 - the test reports it
+            outcome[name] = err
+
+    first = threading.Thread(target=start, args=("first",), name="first")
+    first.start()
+    assert first_inside.wait(30)
+    second = threading.Thread(target=start, args=("second",), name="second")
+    second.start()
+    time.sleep(0.5)  # time enough for the second to claim the empty directory, if it could
+    release_first.set()
+    first.join(30)
+    second.join(30)
+    assert outcome == {"first": out, "second": out}
+    assert json.loads((out / STUDY_FILE).read_text()) == settings
+    assert "Resuming the study" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == [STUDY_FILE]

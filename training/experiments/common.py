@@ -205,10 +205,13 @@ def claim_study_dir(path: str | os.PathLike, settings: dict[str, Any]) -> Path:
     path = Path(path)
     settings = json.loads(json.dumps(settings))  # as it reads back
     study_file = path / STUDY_FILE
-    if not study_file.is_file():
-        claim_dir(path)
-        write_text(study_file, json.dumps(settings, indent=1) + "\n")
-        return path
+    with _parent_locked(path):
+        # Two processes starting the same study at once: the second waits here and resumes
+        # the study the first claimed, instead of finding it half-claimed.
+        if not study_file.is_file():
+            claim_dir(path)
+            write_text(study_file, json.dumps(settings, indent=1) + "\n")
+            return path
     before = json.loads(study_file.read_text(encoding="utf-8"))
     if before != settings:
         differ = sorted(k for k in before.keys() | settings.keys()
@@ -219,6 +222,19 @@ def claim_study_dir(path: str | os.PathLike, settings: dict[str, Any]) -> Path:
         )
     print(f"Resuming the study in {path}: its finished runs are kept.", flush=True)
     return path
+
+
+@contextlib.contextmanager
+def _parent_locked(path: Path):
+    """Holds an exclusive lock on `path`'s parent directory (created if need be): a lock on
+    the directory itself, so it leaves no file behind. The kernel frees it if its holder dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 @contextlib.contextmanager
