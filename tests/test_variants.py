@@ -123,3 +123,27 @@ def test_bad_flags_are_one_line_usage_errors(tmp_path, capsys, args, message):
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_two_writers_of_one_figure_both_succeed(tmp_path):
+    # Two processes sharing a study write its figure at the same moment. Here the second
+    # writes it completely while the first is between saving its temporary file and the
+    # rename; each must use a temporary file of its own (a shared name made the first's
+    # rename fail: its file was gone).
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from zoo.analysis.plots import save_figure
+
+    path = tmp_path / "variants.png"
+    first, second = Figure(figsize=(2, 1)), Figure(figsize=(3, 1))
+    real_savefig = first.savefig
+
+    def savefig_then_the_other_process_writes(*args, **kwargs):
+        real_savefig(*args, **kwargs)
+        save_figure(second, path)
+
+    first.savefig = savefig_then_the_other_process_writes
+    save_figure(first, path)
+    assert Image.open(path).size == (240, 120)  # the first's 2 x 1 inches at 120 dpi, last
+    assert [p.name for p in tmp_path.iterdir()] == ["variants.png"]  # no temporary left

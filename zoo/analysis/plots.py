@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from zoo.analysis.gates import nanmean
+from zoo.weights import atomic_path
 
 DPI = 100
 
@@ -28,15 +29,16 @@ def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
 
 
 def save_figure(fig, path: str | os.PathLike) -> None:
-    """Writes a pyplot figure to `path` atomically (a temporary file, then a rename) and
-    closes it: the figures of the routing report and of the experiments."""
+    """Writes a pyplot figure to `path` atomically (a temporary file of its own, then a
+    rename; it replaces an earlier figure) and closes it: the figures of the routing report
+    and of the experiments. Two processes may write the same figure at once (a shared study)."""
     import matplotlib.pyplot as plt
 
-    path = os.fspath(path)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        with atomic_path(path, overwrite=True) as tmp:
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def png_bytes(fig: Figure) -> bytes:
