@@ -121,6 +121,8 @@ def _variants_arguments(p) -> None:
                    help="b_T (default -2)")
     add_init(p)
     add_epochs(p)
+    p.add_argument("--learning-rate", type=finite, default=None, metavar="LR",
+                   help="the recipe's base learning rate replaced (default: adam_fc's 5e-3)")
     p.add_argument("--per-layer", action="store_true",
                    help="HighwayDense layers instead of one HighwayStack (same function)")
     add_out(p, "output directory", "runs/variants-TIME", resumable=True)
@@ -135,7 +137,8 @@ def variants(args) -> None:
         data_dir=args.data_dir, max_train_examples=args.max_train_examples,
         max_test_examples=args.max_test_examples, activation=args.activation,
         transform_bias=args.transform_bias, init=args.init, epochs=args.epochs,
-        stacked=not args.per_layer, out=args.out, isolate=not args.in_process,
+        learning_rate=args.learning_rate, stacked=not args.per_layer, out=args.out,
+        isolate=not args.in_process,
     )
 
 

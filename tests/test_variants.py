@@ -100,6 +100,7 @@ def test_study_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     ({"modes": ["wide"]}, "widths must be distinct names from equal, matched"),
     ({"seeds": 0}, "seeds must be a positive count"),
     ({"max_train_examples": 0}, "max_train_examples must be a positive integer"),
+    ({"learning_rate": 0.0}, "learning_rate must be a finite number > 0"),
 ])
 def test_bad_options_are_refused_before_any_work(tmp_path, kwargs, message):
     out = tmp_path / "variants"
@@ -147,3 +148,20 @@ def test_two_writers_of_one_figure_both_succeed(tmp_path):
     save_figure(first, path)
     assert Image.open(path).size == (240, 120)  # the first's 2 x 1 inches at 120 dpi, last
     assert [p.name for p in tmp_path.iterdir()] == ["variants.png"]  # no temporary left
+
+
+def test_a_study_at_another_learning_rate_trains_every_net_at_it(tmp_path):
+    data = separable_digits(n_train=512, n_test=50)
+    curves = {}
+    for rate in (None, 1e-9):
+        out = tmp_path / f"rate-{rate}"
+        results = variants_study(["residual"], [3], 1, modes=["equal"], dataset=data,
+                                 epochs=2, learning_rate=rate, out=out, isolate=False)
+        (run,) = results["runs"]
+        recorded = json.loads((Path(run["run_dir"]) / "run.json").read_text())["recipe"]
+        assert recorded["learning_rate"] == results["settings"]["recipe"]["learning_rate"] \
+            == (5e-3 if rate is None else rate)  # adam_fc's, or the one given
+        curves[rate] = run["loss_curve"]
+    # At 1e-9 the net does not move from its initial loss; at adam_fc's rate it learns.
+    assert curves[1e-9][1] == pytest.approx(curves[1e-9][0], abs=1e-4)
+    assert curves[None][1] < curves[None][0] - 0.1

@@ -140,6 +140,7 @@ def train_one(job: dict[str, Any], data) -> dict[str, Any]:
             try:
                 metrics = train(
                     job["architecture"], dataset=data, epochs=job["epochs"],
+                    learning_rate=job.get("learning_rate"),  # None: the recipe's
                     out=run_dir.path, seed=job["seed"], recipe=job["recipe"], verbose=0,
                     callbacks=[clock], **job["overrides"],
                 )

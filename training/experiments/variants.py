@@ -201,6 +201,7 @@ def variants_study(
     transform_bias: float = -2.0,
     init: str = "seed",
     epochs: int | None = None,
+    learning_rate: float | None = None,
     recipe: str = "adam_fc",
     stacked: bool = True,
     out: str | os.PathLike | None = None,
@@ -221,6 +222,7 @@ def variants_study(
             the layers' default +2 (C starts open as much as 1 - T does).
         init: kernel initialisation, a `training.experiments.demo.INITS` name.
         epochs: default: the recipe's (adam_fc: 12).
+        learning_rate: the recipe's base rate replaced (default: the recipe's, adam_fc 5e-3).
         recipe: the optimiser budget, the same for every net.
         stacked: every net's hidden layers as one `HighwayStack` (same function, faster).
         out: output directory, new or empty (default `runs/variants-<time>`), or that of
@@ -238,7 +240,7 @@ def variants_study(
     if loaded and isolate:
         raise ValueError("A loaded Dataset is trained in this process: pass isolate=False, or "
                          "a dataset name.")
-    recipe_ = get_recipe(recipe, epochs=epochs)
+    recipe_ = get_recipe(recipe, epochs=epochs, learning_rate=learning_rate)
     data = dataset if loaded else subset(load_dataset(dataset, data_dir), max_train_examples,
                                           max_test_examples)
     inputs = int(np.prod(data.image_shape))
@@ -280,6 +282,7 @@ def variants_study(
                                                   data.num_classes),
                         "architecture": ARCHITECTURE, "overrides": overrides,
                         "epochs": recipe_["epochs"], "recipe": recipe,
+                        "learning_rate": recipe_["learning_rate"],
                         "run_dir": str(out / f"{variant}_w{width}_depth{depth}_seed{seed}"),
                         "dataset": None if loaded else dataset,
                         "data_dir": None if data_dir is None else str(data_dir),
@@ -318,9 +321,10 @@ def variants_study(
     write_text(out / "results.json", json.dumps(results, indent=1) + "\n", overwrite=True)
     write_text(out / "table.md", table, overwrite=True)
     n = len(seed_list)
+    rate = "" if learning_rate is None else f" at learning rate {learning_rate:g}"
     plot(rows, out / "variants.png",
          f"Highway variants, {activation} FC nets on {data.name} ({data.num_train} training "
-         f"examples, {recipe}, {recipe_['epochs']} epochs; mean ± std over {n} seed"
+         f"examples, {recipe}{rate}, {recipe_['epochs']} epochs; mean ± std over {n} seed"
          f"{'s' if n > 1 else ''})")
     print(f"\nWrote {out}/results.json, table.md and variants.png")
     return results
