@@ -323,7 +323,7 @@ def variants_study(
     n = len(seed_list)
     rate = "" if learning_rate is None else f" at learning rate {learning_rate:g}"
     plot(rows, out / "variants.png",
-         f"Highway variants, {activation} FC nets on {data.name} ({data.num_train} training "
+         f"Highway variants, {activation} FC nets on {data.name}\n({data.num_train} training "
          f"examples, {recipe}{rate}, {recipe_['epochs']} epochs; mean ± std over {n} seed"
          f"{'s' if n > 1 else ''})")
     print(f"\nWrote {out}/results.json, table.md and variants.png")
