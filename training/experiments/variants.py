@@ -176,7 +176,9 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
         top.set(title=f"{mode} {'width (50 units)' if mode == 'equal' else 'parameters per layer'}",
                 ylabel="final training loss", yscale="log")
         top.axhline(math.log(10), color="grey", lw=0.8, ls=":")
-        bottom.set(xlabel="depth (layers)", ylabel="test accuracy", xscale="log", ylim=(0, 1))
+        bottom.set(xlabel="depth (layers)", ylabel="test accuracy", xscale="log", ylim=(0, 1),
+                   # explicit: a study of one depth leaves log autoscaling nothing to span
+                   xlim=(min(depths) / 1.3, max(depths) * 1.3))
         bottom.set_xticks(depths, [str(d) for d in depths])
         bottom.minorticks_off()
         top.legend(fontsize=8)
