@@ -1,4 +1,4 @@
-"""Tests of training/data.py: offline resolution, validation and TFDS preparation."""
+"""Tests of training/data/images.py: offline resolution, validation and TFDS preparation."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import data_files
 import numpy as np
 import pytest
 
-from training import data
 from training.data import (
     DATASETS,
     Dataset,
@@ -22,6 +21,7 @@ from training.data import (
     OfflineFallbackWarning,
     load_dataset,
 )
+from training.data import images as data  # private helpers are patched where they live
 
 MNIST_FILES = DATASETS["mnist"].files
 
