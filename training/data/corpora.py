@@ -63,9 +63,9 @@ _TOKEN = re.compile(r"(\d+(?:[.,:]\d+)*)|('?[^\W\d_]+(?:'[^\W\d_]+)*)")
 # Project Gutenberg's boilerplate: the current *** START/END *** markers, the 1990s "small
 # print" header and "End of (the) Project Gutenberg ..." footer, and the <<...>> copyright
 # notes between scenes of the World Library texts.
-_HEADER_END = re.compile(r"^\s*(\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG.*"
-                         r"|\*END\*THE SMALL PRINT.*)$", re.IGNORECASE | re.MULTILINE)
-_FOOTER_START = re.compile(r"^\s*(\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG"
+_HEADER_END = re.compile(r"^[ \t]*(\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG.*"
+                         r"|\*END\*THE SMALL PRINT.*)$\n?", re.IGNORECASE | re.MULTILINE)
+_FOOTER_START = re.compile(r"^[ \t]*(\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG"
                            r"|End of (the |this )?Project Gutenberg)", re.IGNORECASE | re.MULTILINE)
 _NOTES = re.compile(r"<<.*?>>", re.DOTALL)
 
