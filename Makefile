@@ -12,7 +12,7 @@ export KERAS_BACKEND ?= tensorflow
 
 setup: $(STAMP)
 
-$(STAMP): setup.py
+$(STAMP): pyproject.toml setup.py
 	@# Full Fashion-MNIST, the real data that installs offline here (Debian package).
 	@test -d /usr/share/datasets/fashion-mnist || apt-get install -y -q dataset-fashion-mnist \
 		>/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q \
@@ -33,7 +33,7 @@ test-backends: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m backends tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check layers zoo training bench cli tests
+	$(BIN)/ruff check layers zoo training highway_zoo tests
 
 clean:
 	rm -rf $(VENV) *.egg-info demo_out

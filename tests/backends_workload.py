@@ -34,7 +34,7 @@ CHECKPOINT_EVERY = 10
 
 def _cli(argv):
     """`highway-zoo ARGV` in this process: its exit status and what it wrote to stderr."""
-    import cli
+    from highway_zoo import cli
 
     err = io.StringIO()
     start = time.perf_counter()

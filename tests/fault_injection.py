@@ -75,7 +75,7 @@ def arm(boundary: str) -> None:
 if __name__ == "__main__":
     boundary, separator, *argv = sys.argv[1:]
     assert separator == "--", "usage: fault_injection.py BOUNDARY -- ARGS..."
-    import cli
+    from highway_zoo import cli
 
     arm(boundary)
     sys.exit(cli.main(argv))

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-import cli
 import zoo
+from highway_zoo import cli
 from layers import VARIANTS, HighwayConv2D, HighwayDense, HighwayStack
 from layers.highway_stack import unstack_weights
 from training.analyze import tensorboard_command

@@ -139,7 +139,7 @@ def check_tf_distribute_strategies_are_refused_in_one_line(backend, record, work
 
 
 def check_the_run_exports_to_a_saved_model_under_tensorflow(backend, record, work):
-    import cli
+    from highway_zoo import cli
     from training.predict import load_signature
 
     base_dir = work / "exported"

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from bench import conv, driver, headline, pipeline, start_up, suite, trial_memory, wide
-from cli import main as cli_main
+from highway_zoo.bench import conv, driver, headline, pipeline, start_up, suite, trial_memory, wide
+from highway_zoo.cli import main as cli_main
 from training import jax_cache
 
 
@@ -39,7 +39,7 @@ def test_summary_takes_medians_and_steady_state_after_the_first_epoch():
 
 
 def test_steady_step_time_runs_from_the_first_step_end_to_the_last():
-    from bench.implementations import steady_step_s
+    from highway_zoo.bench.implementations import steady_step_s
 
     assert steady_step_s([10.0, 10.1, 10.3], epoch_s=5.0) == pytest.approx(0.15)
     assert steady_step_s([10.0], epoch_s=0.4) == 0.4
@@ -173,11 +173,11 @@ def test_trial_memory_records_every_trial_with_and_without_the_release(tmp_path)
 
 
 def test_a_failed_measurement_names_its_command_and_error():
-    from bench.driver import MeasurementFailed, run_child
+    from highway_zoo.bench.driver import MeasurementFailed, run_child
 
     with pytest.raises(MeasurementFailed, match=r"bench.headline --child .* exited with status "
                        r"1: .*no-such-file.npz"):
-        run_child("bench.headline", {"name": "numpy", "depth": 2,
+        run_child("highway_zoo.bench.headline", {"name": "numpy", "depth": 2,
                                      "data_file": "no-such-file.npz", "options": {}})
 
 
@@ -187,7 +187,7 @@ TOY = '''
 import sys
 import time
 
-from bench import driver
+from highway_zoo.bench import driver
 
 
 def measure(kind, value=1.5):
@@ -300,12 +300,12 @@ def test_results_are_written_whole_with_machine_and_date(tmp_path):
 
 @pytest.mark.parametrize("name", suite.SCRIPTS)
 def test_every_script_runs_through_the_driver(name):
-    module = importlib.import_module(f"bench.{name}")
+    module = importlib.import_module(f"highway_zoo.bench.{name}")
     p = module.parser()
-    assert p.prog == f"python -m bench.{name}"
+    assert p.prog == f"python -m highway_zoo.bench.{name}"
     assert p.parse_args([]).out == suite.RESULTS / f"{name}.json"  # the suite passes --out
     assert module.main is not None and module.measure is not None
-    source = importlib.util.find_spec(f"bench.{name}").loader.get_source(f"bench.{name}")
+    source = importlib.util.find_spec(module.__name__).loader.get_source(module.__name__)
     assert "subprocess" not in source and "--child" not in source  # only the driver's
     # the quick set runs every script too, and every entry's arguments parse
     assert name in {script for script, _, _ in suite.QUICK}
@@ -425,7 +425,7 @@ def test_reference_kernels_compute_the_same_products(framework):
     NumPy computes (PyTorch's convolution in its own NCHW layout)."""
     import numpy as np
 
-    from bench import backends
+    from highway_zoo.bench import backends
 
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(s).astype(np.float32) for s in [(4, 6), (6, 12)])

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from places import read_only_dir
 
-import cli
 import zoo
+from highway_zoo import cli
 from training.data import SYSTEM_DATA_DIRS, OfflineFallbackWarning
 
 FC = "highway_fc10_mnist"

@@ -20,7 +20,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 import zoo
-from cli import main
+from highway_zoo.cli import main
 from layers.highway_stack import unstack_weights
 from zoo.weights import WEIGHTS_FILE, sha256_of
 

@@ -16,8 +16,8 @@ from places import small_disk
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_training import separable_digits
 
-import cli
 import zoo
+from highway_zoo import cli
 from training.trainer import RunDirError, train
 
 HERE = Path(__file__).parent
@@ -56,7 +56,7 @@ def _weights(run_dir):
 
 def test_a_run_killed_at_every_phase_boundary_ends_as_one_never_stopped(tmp_path):
     reference = subprocess.Popen(
-        [sys.executable, "-m", "cli", *TRAIN, "--out", str(tmp_path / "reference")],
+        [sys.executable, "-m", "highway_zoo", *TRAIN, "--out", str(tmp_path / "reference")],
         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     run_dir = tmp_path / "run"
     command = [*TRAIN, "--out", str(run_dir)]
@@ -72,7 +72,7 @@ def test_a_run_killed_at_every_phase_boundary_ends_as_one_never_stopped(tmp_path
         if boundary == "during-final-save":  # resumed after the last epoch's checkpoint
             assert ("(end of epoch 3, iteration 60): all 3 epochs are trained; writing the "
                     "final files.") in killed.stdout
-    resumed = subprocess.run([sys.executable, "-m", "cli", *command], env=ENV,
+    resumed = subprocess.run([sys.executable, "-m", "highway_zoo", *command], env=ENV,
                              capture_output=True, text=True, timeout=TIMEOUT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert reference.wait(TIMEOUT) == 0, reference.stderr.read()[-3000:]
@@ -106,7 +106,7 @@ def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path
     run_dir = tmp_path / "run"
     # Enough epochs that the run is still going when the first step checkpoint appears and
     # the signal is sent, however fast the machine (with 1 epoch it could finish first).
-    command = [sys.executable, "-m", "cli", *TRAIN, "--epochs", "20", "--out",
+    command = [sys.executable, "-m", "highway_zoo", *TRAIN, "--epochs", "20", "--out",
                str(run_dir)]
     # A child inherits an ignored SIGINT (pytest-xdist's workers ignore it), and Python then
     # installs no KeyboardInterrupt handler: give the run the default a terminal gives it.
@@ -185,7 +185,7 @@ def test_sigterm_to_tensorboard_stops_its_server(tmp_path):
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "cli", "tensorboard", str(tmp_path), "--port", str(port)],
+        [sys.executable, "-m", "highway_zoo", "tensorboard", str(tmp_path), "--port", str(port)],
         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -210,7 +210,7 @@ def test_a_disk_too_full_for_the_final_weights_is_refused_before_hdf5_writes(tmp
     with small_disk(tmp_path / "disk") as disk:
         (disk / "filler").write_bytes(bytes(2 * 1024 * 1024 - 3 * weights_bytes - 150_000))
         run_dir = disk / "run"
-        command = [sys.executable, "-m", "cli", "train", "highway_fc10_mnist",
+        command = [sys.executable, "-m", "highway_zoo", "train", "highway_fc10_mnist",
                    "--depth", "8", "--epochs", "1", "--batch-size", "500", "--out",
                    str(run_dir), "--verbose", "0", "--no-gate-summaries"]
         failed = subprocess.run(command, env=ENV, capture_output=True, text=True,

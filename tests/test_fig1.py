@@ -7,7 +7,7 @@ import re
 import matplotlib.image
 import pytest
 
-import cli
+from highway_zoo import cli
 from training.experiments.common import architecture
 
 TINY = ["--depths", "2,3", "--trials", "2", "--epochs", "1", "--max-train-examples", "500",

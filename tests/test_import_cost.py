@@ -78,7 +78,7 @@ def test_a_zoo_keras_file_loads_after_import_keras_then_zoo(registry_then_load):
 # Runs the command line in this process and prints the heavy modules it imported.
 CLI_MODULES = """
 import json, sys
-from cli import main
+from highway_zoo.cli import main
 code = main(sys.argv[1:])
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras"))
 print(json.dumps({"code": code, "heavy": heavy}))
@@ -109,7 +109,7 @@ def test_a_training_command_prints_no_tensorflow_chatter(tmp_path):
     offline MNIST sample) once, and none of TensorFlow's C++ start-up lines."""
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",)}
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "train", "highway_fc10_mnist", "--recipe", "quick",
+        [sys.executable, "-m", "highway_zoo", "train", "highway_fc10_mnist", "--recipe", "quick",
          "--epochs", "1", "--depth", "2", "--data-dir", str(tmp_path),
          "--out", str(tmp_path / "run"), "--verbose", "0", "--no-gate-summaries"],
         capture_output=True, text=True, env=env, check=True)

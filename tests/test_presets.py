@@ -124,7 +124,7 @@ def test_weights_with_a_preset_are_refused(preset):
 
 
 def test_cli_lists_only_architectures_with_shipped_weights(capsys):
-    import cli
+    from highway_zoo import cli
 
     assert cli.main(["list", "--pretrained", "*fc10*"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import cli
 import zoo
+from highway_zoo import cli
 from layers import GlobalContrastNormalization
 from training import augment
 from training.data import Dataset

@@ -13,7 +13,7 @@ import keras
 import pytest
 from test_training import separable_digits
 
-import cli
+from highway_zoo import cli
 from training.data import OfflineFallbackWarning, load_dataset
 from training.trainer import RunDirError, train
 

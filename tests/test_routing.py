@@ -107,7 +107,7 @@ def test_report_on_a_stacked_net(tmp_path):
 
 
 def test_analyze_routing_command(tmp_path, capsys):
-    import cli
+    from highway_zoo import cli
     from training.data import OfflineFallbackWarning
 
     out = tmp_path / "routing"

@@ -20,7 +20,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from test_export import CONV, FC, assert_outputs_match, keras_reference, pixels, small_models
 
 import zoo
-from cli import main
+from highway_zoo.cli import main
 from zoo import serving
 
 SIGNATURES = ("serving_default", "logits", "gates")

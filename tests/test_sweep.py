@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-import cli
+from highway_zoo import cli
 from training.data import OfflineFallbackWarning
 from training.experiments.sweep import sweep
 
@@ -173,7 +173,7 @@ def test_the_same_study_started_twice_shares_its_runs(tmp_path):
     for lock in locks.values():
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
-    study = subprocess.Popen([sys.executable, "-m", "cli", *argv], env=env, text=True,
+    study = subprocess.Popen([sys.executable, "-m", "highway_zoo", *argv], env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              cwd=Path(__file__).parent.parent)
     lines = []

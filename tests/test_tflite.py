@@ -10,7 +10,7 @@ from zoo_cases import one_per_family
 
 import zoo
 import zoo.tflite
-from cli import main
+from highway_zoo.cli import main
 
 FC = "highway_fc10_mnist"
 

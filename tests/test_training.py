@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import cli
 import zoo
+from highway_zoo import cli
 from training.data import Dataset
 from training.recipes import get_recipe, learning_rate, make_optimizer
 from training.trainer import train

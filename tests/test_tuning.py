@@ -13,8 +13,8 @@ from pathlib import Path
 import keras_tuner
 import pytest
 
-import cli
 import zoo
+from highway_zoo import cli
 from training.tuning import SearchSpace, ZooHyperModel, search
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
@@ -28,7 +28,7 @@ TINY = ["--depth", "3", "--epochs", "1", "--max-train-examples", "500",
 
 
 def _tune(*args: str, env: dict | None = None, cwd: Path | None = None):
-    command = [sys.executable, "-m", "cli", "tune", NAME, *TINY, *args]
+    command = [sys.executable, "-m", "highway_zoo", "tune", NAME, *TINY, *args]
     return subprocess.run(command, env=env or ENV, capture_output=True, text=True,
                           timeout=TIMEOUT, cwd=cwd or Path(__file__).parent.parent)
 
@@ -181,7 +181,7 @@ def test_search_writes_best_resumes_and_refuses_other_settings(tmp_path, capsys)
 
 def test_a_killed_search_resumes_keeping_finished_trials(tmp_path):
     out = tmp_path / "killed"
-    command = [sys.executable, "-m", "cli", "tune", NAME, "--depth", "3", "--epochs",
+    command = [sys.executable, "-m", "highway_zoo", "tune", NAME, "--depth", "3", "--epochs",
                "3", "--max-train-examples", "1000", "--max-test-examples", "200",
                "--max-trials", "3", "--out", str(out)]
     log_file = tmp_path / "first.log"
@@ -223,7 +223,7 @@ def test_chief_and_two_workers_share_the_trials(tmp_path):
                    "KERASTUNER_ORACLE_PORT": port}
             log = open(tmp_path / f"{tuner_id}.log", "w")  # noqa: SIM115 (closed below)
             procs[tuner_id] = (subprocess.Popen(
-                [sys.executable, "-m", "cli", "tune", NAME, *TINY, "--max-trials",
+                [sys.executable, "-m", "highway_zoo", "tune", NAME, *TINY, "--max-trials",
                  "4", "--out", str(out)], env=env, stdout=log, stderr=subprocess.STDOUT,
                 cwd=Path(__file__).parent.parent, start_new_session=True), log)
             if tuner_id == "chief":

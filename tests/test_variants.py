@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from test_training import separable_digits
 
-import cli
 import zoo
+from highway_zoo import cli
 from training.experiments.variants import matched_width, parameter_count, variants_study
 
 

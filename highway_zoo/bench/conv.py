@@ -1,7 +1,8 @@
 """Convolutional nets: training and inference images/s, and GFLOP/s against a 3x3 convolution.
 
-    python -m bench.conv [--models highway_conv32_mnist,highway_b_cifar10,resnet50_imagenet:32,...]
-                         [--steps 10] [--max-seconds 20] [--batch-size 128] [--repeats 3]
+    python -m highway_zoo.bench.conv
+        [--models highway_conv32_mnist,highway_b_cifar10,resnet50_imagenet:32,...]
+        [--steps 10] [--max-seconds 20] [--batch-size 128] [--repeats 3]
                          [--input-size N]
 
 `--models` takes NAME or NAME:BATCH (that model's batch size; `--batch-size` for the others).
@@ -40,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import backends, driver
+from highway_zoo.bench import backends, driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "conv.json"
 IMAGENET = ["resnet50_imagenet", "highway50_imagenet", "highway_full50_imagenet"]
@@ -166,7 +167,7 @@ def _models(text: str) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("bench.conv", __doc__, RESULTS)
+    p = driver.parser("highway_zoo.bench.conv", __doc__, RESULTS)
     p.add_argument("--models", type=_models, default=MODELS,
                    help=f"NAME or NAME:BATCH, comma-separated (default: {','.join(MODELS)})")
     p.add_argument("--batch-size", type=int, default=128,
@@ -190,11 +191,9 @@ def run(args: argparse.Namespace) -> int:
                  for backend in args.backends]
     runs = driver.interleaved(
         plan, args.repeats,
-        lambda key: driver.run_child("bench.conv", {"name": key[0], "batch_size": key[1],
-                                                    "steps": args.steps,
-                                                    "input_size": args.input_size,
-                                                    "max_seconds": args.max_seconds},
-                                     backend=key[2]),
+        lambda key: driver.run_child("highway_zoo.bench.conv", {
+            "name": key[0], "batch_size": key[1], "steps": args.steps,
+            "input_size": args.input_size, "max_seconds": args.max_seconds}, backend=key[2]),
         describe=lambda key, run: (
             f"{key[0]} (batch {key[1]}, {key[2]}): train {run['train_images_per_s']:.1f} "
             f"img/s, inference {run['inference_images_per_s']:.1f} img/s, 3x3 conv "

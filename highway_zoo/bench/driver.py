@@ -1,8 +1,8 @@
 """The one driver every benchmark script uses.
 
-A script is a module `bench.X` with a `measure(**spec) -> dict` that runs one measurement and a
-`main(argv)` that parses the script's options with `parser(...)` and hands them to `main(...)`
-below. The driver gives it:
+A script is a module `highway_zoo.bench.X` with a `measure(**spec) -> dict` that runs one
+measurement and a `main(argv)` that parses the script's options with `parser(...)` and hands
+them to `main(...)` below. The driver gives it:
 
 - `run_child(module, spec)`: `python -m module --child '<spec as JSON>'` in a fresh process,
   which calls the module's `measure(**spec)` and prints its result as the last stdout line

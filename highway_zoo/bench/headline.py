@@ -1,6 +1,6 @@
 """The headline experiment, this project against what a user would write instead.
 
-    python -m bench.headline [--depths 10,30,100,1000] [--repeats 3] [--epochs 12]
+    python -m highway_zoo.bench.headline [--depths 10,30,100,1000] [--repeats 3] [--epochs 12]
                              [--implementations numpy,pytorch,keras_two_dense,...]
                              [--width 50 --batch-size 128] [--out bench/results/headline.json]
 
@@ -33,8 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import backends, driver
-from bench.implementations import IMPLEMENTATIONS, OURS, PER_LAYER_GRAPHS, available
+from highway_zoo.bench import backends, driver
+from highway_zoo.bench.implementations import IMPLEMENTATIONS, OURS, PER_LAYER_GRAPHS, available
 from training import jax_cache
 
 RESULTS = Path(__file__).resolve().parent / "results" / "headline.json"
@@ -76,7 +76,7 @@ def read_data(data_file: str) -> dict:
 
 def measure(name: str, depth: int, data_file: str, options: dict) -> dict:
     """Runs in a fresh process: trains once, adds memory figures."""
-    from bench.implementations import train
+    from highway_zoo.bench.implementations import train
 
     data = read_data(data_file)
     # Import the framework before the baseline, so that its own footprint is not counted.
@@ -204,7 +204,7 @@ def _names(text: str) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("bench.headline", __doc__, RESULTS)
+    p = driver.parser("highway_zoo.bench.headline", __doc__, RESULTS)
     p.add_argument("--depths", type=_ints, default=[10, 30, 100, 1000])
     p.add_argument("--implementations", type=_names, default=list(IMPLEMENTATIONS))
     p.add_argument("--repeats", type=int, default=3)
@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
 
         def measure_in_child(key, options=options):
             implementation = IMPLEMENTATIONS[key[0]]
-            return driver.run_child("bench.headline", {
+            return driver.run_child("highway_zoo.bench.headline", {
                 "name": key[0], "depth": key[1], "data_file": data_file, "options": options,
             }, args.timeout, backend=implementation.keras_backend,
                 env=cache if implementation.compilation_cache else None)

@@ -1,6 +1,7 @@
 """Is the input pipeline the bottleneck? Training steps/s with and without it.
 
-    python -m bench.pipeline [--repeats 5] [--epochs 2] [--models NAME:BATCH,...] [--out FILE]
+    python -m highway_zoo.bench.pipeline [--repeats 5] [--epochs 2] [--models NAME:BATCH,...]
+        [--out FILE]
 
 (or `python bench/pipeline.py ...`). Each model runs in its own fresh process, where
 `model.fit` runs the same number of training steps, one `fit` per epoch as `train` does, fed
@@ -36,7 +37,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench import driver  # noqa: E402 (after the TensorFlow log level)
+from highway_zoo.bench import driver  # noqa: E402 (after the TensorFlow log level)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 DEFAULT_MODELS = "highway_fc50_mnist:128,highway_conv16_mnist:100,highway_a_cifar10:100"
@@ -159,7 +160,7 @@ def _models(text: str) -> list[tuple[str, int]]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("bench.pipeline", __doc__, RESULTS)
+    p = driver.parser("highway_zoo.bench.pipeline", __doc__, RESULTS)
     p.add_argument("--models", type=_models, default=_models(DEFAULT_MODELS),
                    help=f"NAME:BATCH, comma-separated (default {DEFAULT_MODELS})")
     p.add_argument("--repeats", type=int, default=5)
@@ -170,7 +171,7 @@ def parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     runs = driver.interleaved(
         args.models, 1,
-        lambda key: driver.run_child("bench.pipeline", {
+        lambda key: driver.run_child("highway_zoo.bench.pipeline", {
             "name": key[0], "batch_size": key[1], "repeats": args.repeats,
             "epochs": args.epochs}),
         describe=lambda key, row: f"{key[0]}: {row}")

@@ -65,8 +65,8 @@ def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] |
     out = Path(out_dir) if out_dir else (RESULTS if full else Path("bench_results"))
     started = time.perf_counter()
     for script, result, args in plan:
-        print(f"\n== bench.{script} {' '.join(args)}", flush=True)
-        module = importlib.import_module(f"bench.{script}")
+        print(f"\n== highway_zoo.bench.{script} {' '.join(args)}", flush=True)
+        module = importlib.import_module(f"highway_zoo.bench.{script}")
         status = module.main([*args, "--out", str(out / f"{result}.json")])
         if status:
             return status

@@ -1,6 +1,6 @@
 """Memory of a long search in one process: what each KerasTuner trial leaves behind.
 
-    python -m bench.trial_memory [--depths 10,50] [--trials 20] [--repeats 1]
+    python -m highway_zoo.bench.trial_memory [--depths 10,50] [--trials 20] [--repeats 1]
 
 A `highway-zoo tune` search (`training.tuning.search`: random search of the paper's space,
 SGD + momentum) of `--trials` trials of the zoo's FC highway net at each depth, 1 epoch each on
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import driver
+from highway_zoo.bench import driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "trial_memory.json"
 MODES = ("released", "kept")  # with the project's workaround; without it
@@ -63,7 +63,7 @@ def _ints(text: str) -> list[int]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("bench.trial_memory", __doc__, RESULTS)
+    p = driver.parser("highway_zoo.bench.trial_memory", __doc__, RESULTS)
     p.add_argument("--depths", type=_ints, default=[10, 50])
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--repeats", type=int, default=1)
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     configs = [(mode, depth) for depth in args.depths for mode in MODES]
     runs_by = driver.interleaved(
         configs, args.repeats,
-        lambda key: driver.run_child("bench.trial_memory", {"mode": key[0], "depth": key[1],
-                                                            "trials": args.trials}),
+        lambda key: driver.run_child("highway_zoo.bench.trial_memory", {
+            "mode": key[0], "depth": key[1], "trials": args.trials}),
         describe=lambda key, run: f"{key[0]} depth {key[1]}: {run['mb_per_trial']:.1f} MB "
                                   f"a trial, {run['rss_last_mb']:.0f} MB after the last")
     rows = [{"mode": mode, "depth": depth, "trials": runs[0]["trials"], "repeats": len(runs),

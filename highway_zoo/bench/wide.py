@@ -1,6 +1,7 @@
 """The wide case: compute-bound training, as a fraction of the same machine's matmul speed.
 
-    python -m bench.wide [--width 1024 --depth 10 --batch-size 512] [--epochs 4] [--repeats 3]
+    python -m highway_zoo.bench.wide [--width 1024 --depth 10 --batch-size 512] [--epochs 4]
+        [--repeats 3]
 
 The headline network at width 1024 (784 -> 1024 tanh, 10 coupled highway blocks of 1024,
 softmax 10), batch 512, trained on the 4,000 MNIST images for `--epochs` epochs by each
@@ -19,9 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import backends, driver
-from bench.headline import _names, epoch_steps_per_s, load_data, read_data
-from bench.implementations import IMPLEMENTATIONS, available
+from highway_zoo.bench import backends, driver
+from highway_zoo.bench.headline import _names, epoch_steps_per_s, load_data, read_data
+from highway_zoo.bench.implementations import IMPLEMENTATIONS, available
 
 RESULTS = Path(__file__).resolve().parent / "results" / "wide.json"
 DEFAULT = ["numpy", "pytorch", "keras_per_layer", "highway_zoo", "highway_zoo_jax",
@@ -36,7 +37,7 @@ def train_flops(batch: int, width: int, depth: int, inputs: int = 784, classes: 
 
 def measure(name: str, data_file: str, options: dict) -> dict:
     """Runs in a fresh process: trains once, then times the matmul in the same framework."""
-    from bench.implementations import train
+    from highway_zoo.bench.implementations import train
 
     result = train(name, read_data(data_file), **options)
     result["matmul_gflops"] = backends.matmul_gflops(
@@ -45,7 +46,7 @@ def measure(name: str, data_file: str, options: dict) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("bench.wide", __doc__, RESULTS)
+    p = driver.parser("highway_zoo.bench.wide", __doc__, RESULTS)
     p.add_argument("--implementations", type=_names, default=DEFAULT)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--depth", type=int, default=10)
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         runs = driver.interleaved(
             names, args.repeats,
             lambda name: driver.run_child(
-                "bench.wide", {"name": name, "data_file": data_file, "options": options},
+                "highway_zoo.bench.wide",
+                {"name": name, "data_file": data_file, "options": options},
                 backend=IMPLEMENTATIONS[name].keras_backend),
             describe=lambda name, run: (
                 f"{name}: epochs {', '.join(f'{s:.2f}' for s in run['epoch_s'])} s, matmul "

@@ -1,8 +1,8 @@
 """`highway-zoo`: the command line. It parses, then calls the library.
 
-Each command lives in one module of this package (`cli.models`: list, describe; `cli.train`;
-`cli.serving`: export, predict; `cli.analysis`: analyze, tensorboard; `cli.tune`;
-`cli.experiments`: demo, sweep, bias-study, variants, fig1; `cli.bench`) whose `COMMANDS` maps
+Each command lives in one module of this package (`models`: list, describe; `train`;
+`serving`: export, predict; `analysis`: analyze, tensorboard; `tune`;
+`experiments`: demo, sweep, bias-study, variants, fig1; `bench`) whose `COMMANDS` maps
 each command name to a function that adds its arguments and a function that runs it. A
 command's module is imported only when that command runs (as pip does), so `--help`, `list`
 and `describe` import neither Keras nor TensorFlow and answer at once.
@@ -23,30 +23,31 @@ import sys
 import tempfile
 import threading
 
-from cli.args import ArgumentParser
+from highway_zoo import __version__
+from highway_zoo.cli.args import ArgumentParser
 
-# name: (module, one-line help). The order is the order of `highway-zoo --help`.
+# name: (module of this package, one-line help). The order is the order of `highway-zoo --help`.
 COMMANDS = {
-    "list": ("cli.models", "list the registered architectures"),
-    "describe": ("cli.models", "show an architecture's metadata"),
-    "train": ("cli.train", "train a zoo network with its recipe (resumable)"),
-    "demo": ("cli.experiments", "the main job: highway vs plain nets by depth on MNIST"),
-    "sweep": ("cli.experiments", "NIPS 2015 Fig. 1 with one recipe: training loss of plain "
+    "list": ("models", "list the registered architectures"),
+    "describe": ("models", "show an architecture's metadata"),
+    "train": ("train", "train a zoo network with its recipe (resumable)"),
+    "demo": ("experiments", "the main job: highway vs plain nets by depth on MNIST"),
+    "sweep": ("experiments", "NIPS 2015 Fig. 1 with one recipe: training loss of plain "
               "and highway nets by depth, over seeds"),
-    "bias-study": ("cli.experiments", "final training loss of deep highway FC nets against "
+    "bias-study": ("experiments", "final training loss of deep highway FC nets against "
                    "the transform-gate bias b_T"),
-    "variants": ("cli.experiments", "Greff et al. 2017 Table 1a: the highway variants by "
+    "variants": ("experiments", "Greff et al. 2017 Table 1a: the highway variants by "
                  "depth, at equal width and matched parameters"),
-    "fig1": ("cli.experiments", "NIPS 2015 Fig. 1 by the paper's protocol: a random search "
+    "fig1": ("experiments", "NIPS 2015 Fig. 1 by the paper's protocol: a random search "
              "per (plain | highway) x depth"),
-    "tune": ("cli.tune", "hyperparameter search (the NIPS 2015 random search) with "
+    "tune": ("tune", "hyperparameter search (the NIPS 2015 random search) with "
              "KerasTuner"),
-    "analyze": ("cli.analysis", "gate analyses of a trained net: NIPS 2015 Figs. 2-4, "
+    "analyze": ("analysis", "gate analyses of a trained net: NIPS 2015 Figs. 2-4, "
                 "routing and more"),
-    "tensorboard": ("cli.analysis", "start TensorBoard on a run's gate summaries"),
-    "export": ("cli.serving", "write a SavedModel for TF Serving (or a .tflite)"),
-    "predict": ("cli.serving", "classify images with an exported SavedModel"),
-    "bench": ("cli.bench", "benchmarks: against NumPy, PyTorch and plain Keras; wide, conv "
+    "tensorboard": ("analysis", "start TensorBoard on a run's gate summaries"),
+    "export": ("serving", "write a SavedModel for TF Serving (or a .tflite)"),
+    "predict": ("serving", "classify images with an exported SavedModel"),
+    "bench": ("bench", "benchmarks: against NumPy, PyTorch and plain Keras; wide, conv "
               "and serving speed"),
 }
 # Commands that need no TensorFlow.
@@ -60,11 +61,12 @@ def build_parser(command: str | None = None) -> ArgumentParser:
     """The parser; only `command`'s own arguments are added (its module imported)."""
     parser = ArgumentParser(prog="highway-zoo",
                             description="Highway Networks model zoo (Keras 3).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, summary) in COMMANDS.items():
         p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
         if name == command:
-            add_arguments, run = importlib.import_module(module).COMMANDS[name]
+            add_arguments, run = importlib.import_module(f"{__name__}.{module}").COMMANDS[name]
             add_arguments(p)
             p.set_defaults(call=run)
     return parser
@@ -147,8 +149,8 @@ def _exit_code(err: Exception) -> int | None:
 
         if isinstance(err, NonFiniteLossError):
             return 1
-    if "bench.driver" in sys.modules:
-        from bench.driver import MeasurementFailed
+    if "highway_zoo.bench.driver" in sys.modules:
+        from highway_zoo.bench.driver import MeasurementFailed
 
         if isinstance(err, MeasurementFailed):
             return 1

@@ -1,7 +1,7 @@
-"""`python -m cli ...` is `highway-zoo ...`."""
+"""`python -m highway_zoo.cli ...` is `highway-zoo ...`."""
 
 import sys
 
-from cli import main
+from highway_zoo.cli import main
 
 sys.exit(main())

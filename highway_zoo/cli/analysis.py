@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli.args import add_data_dir, add_dataset, add_list, finite, positive
+from highway_zoo.cli.args import add_data_dir, add_dataset, add_list, finite, positive
 
 
 def _analyze_arguments(p) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from cli.args import add_list
+from highway_zoo.cli.args import add_list
 
 
 def _arguments(p) -> None:
-    from bench.suite import DURATION_FULL, DURATION_QUICK, SCRIPTS
+    from highway_zoo.bench.suite import DURATION_FULL, DURATION_QUICK, SCRIPTS
 
     p.description = ("Benchmarks: this project against NumPy, PyTorch and plain Keras; wide, "
                      "conv and serving speed. The quick set by default "
@@ -21,7 +21,7 @@ def _arguments(p) -> None:
 
 
 def bench(args) -> int:
-    from bench.suite import run
+    from highway_zoo.bench.suite import run
 
     return run(full=args.full, out_dir=args.out, only=args.only)
 

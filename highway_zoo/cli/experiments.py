@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli.args import (
+from highway_zoo.cli.args import (
     add_activation,
     add_data_dir,
     add_epochs,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.args import positive
+from highway_zoo.cli.args import positive
 
 
 def _export_arguments(p) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cli.args import add_data_dir, add_dataset, add_seed, finite, positive, rates
+from highway_zoo.cli.args import add_data_dir, add_dataset, add_seed, finite, positive, rates
 
 # Flags that become architecture overrides (dest -> type).
 OVERRIDE_FLAGS = {"depth": positive, "width": positive, "transform_bias": finite,

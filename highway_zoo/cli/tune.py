@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from cli.args import add_data_dir, add_dataset, add_list, add_seed, add_subset, finite, positive
+from highway_zoo.cli.args import (
+    add_data_dir,
+    add_dataset,
+    add_list,
+    add_seed,
+    add_subset,
+    finite,
+    positive,
+)
 
 
 def _range(args, flag: str) -> tuple[float, float]:

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.implementations import steady_step_s
+from highway_zoo.bench.implementations import steady_step_s
 
 N_INPUTS = 784
 N_CLASSES = 10
