@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 export KERAS_BACKEND ?= tensorflow
 
-.PHONY: setup demo test test-backends lint clean
+.PHONY: setup demo test test-backends lint wheel-check clean
 
 setup: $(STAMP)
 
@@ -35,5 +35,9 @@ test-backends: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check layers zoo training highway_zoo tests
 
+# The built wheel in a fresh virtualenv outside the checkout (.ci/wheel_check).
+wheel-check: $(STAMP)
+	.ci/wheel_check $(VENV)
+
 clean:
-	rm -rf $(VENV) *.egg-info demo_out
+	rm -rf $(VENV) *.egg-info demo_out build site
