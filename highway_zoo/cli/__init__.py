@@ -1,6 +1,7 @@
 """`highway-zoo`: the command line. It parses, then calls the library.
 
-Each command lives in one module of this package (`models`: list, describe; `train`;
+Each command lives in one module of this package (`models`: list, describe; `data`:
+prepare-text; `train`;
 `serving`: export, predict; `analysis`: analyze, tensorboard; `tune`;
 `experiments`: demo, sweep, bias-study, variants, fig1; `bench`) whose `COMMANDS` maps
 each command name to a function that adds its arguments and a function that runs it. A
@@ -30,6 +31,8 @@ from highway_zoo.cli.args import ArgumentParser
 COMMANDS = {
     "list": ("models", "list the registered architectures"),
     "describe": ("models", "show an architecture's metadata"),
+    "prepare-text": ("data", "prepare a text corpus (Shakespeare, PTB's valid/test) in "
+                     "Mikolov's format for the language models"),
     "train": ("train", "train a zoo network with its recipe (resumable)"),
     "demo": ("experiments", "the main job: highway vs plain nets by depth on MNIST"),
     "sweep": ("experiments", "NIPS 2015 Fig. 1 with one recipe: training loss of plain "
@@ -51,7 +54,7 @@ COMMANDS = {
               "and serving speed"),
 }
 # Commands that need no TensorFlow.
-LIGHT = ("list", "describe")
+LIGHT = ("list", "describe", "prepare-text")
 # Commands that pick up where they stopped when run again with the same arguments.
 RESUMABLE = {"train": "the run resumes from its last checkpoint",
              "tune": "finished trials are kept", "fig1": "finished trials are kept"}

