@@ -1,6 +1,7 @@
 """Presets: `zoo.save(model, dir)` writes a self-describing directory that `zoo.load(dir)` reads
 with no name (keras-hub's `from_preset(local_dir)`); run directories are presets too."""
 
+import hashlib
 import json
 import shutil
 
@@ -44,7 +45,10 @@ def test_a_preset_describes_itself(preset):
     record = json.loads((directory / "model.json").read_text())
     assert record["architecture"] == "highway_conv16_mnist"
     assert record["metrics"] == {"test_accuracy": 0.9123, "epochs": 3}
-    assert record["sha256"] == (directory / "model.weights.h5.sha256").read_text().split()[0]
+    # The weights' own hash, computed here: both records must name these bytes.
+    digest = hashlib.sha256((directory / "model.weights.h5").read_bytes()).hexdigest()
+    assert record["sha256"] == digest
+    assert (directory / "model.weights.h5.sha256").read_text().split()[0] == digest
     card = (directory / "README.md").read_text()
     assert "`highway_conv16_mnist` (transform_bias=-3.0, variant='full')" in card
     assert "| test accuracy | 0.9123 |" in card and "| epochs | 3 |" in card

@@ -27,7 +27,7 @@ from training.recipes import (
     recipe_overrides,
 )
 from training.trainer import train
-from zoo.recipes import QUICK_RECIPES, RECIPES
+from zoo.recipes import RECIPES
 
 # The Caffe solvers (spec §2, §3): iterations of batch 100 on the full training sets.
 SOLVERS = {
@@ -64,13 +64,20 @@ def test_every_architecture_has_a_paper_recipe_and_a_quick_one():
         paper = zoo.describe(name)["recipe"]
         assert recipe_name(paper, None) == recipe_name(paper, "paper") == paper
         quick = recipe_name(paper, "quick")
-        assert quick == QUICK_RECIPES[paper] and RECIPES[quick]["paper_recipe"] == paper
+        assert quick != paper and RECIPES[quick]["paper_recipe"] == paper
         assert "CPU" in RECIPES[quick]["purpose"]
         assert get_recipe(quick)["epochs"] < get_recipe(paper)["epochs"]
     for name, recipe in RECIPES.items():
         # One schema for all: every training field, plus descriptions only.
         assert set(FIELD_NAMES) <= set(recipe) <= set(FIELD_NAMES) | set(INFO_KEYS), name
-        get_recipe(name)  # valid
+        # Usable as it is: the optimizer it names, starting at its learning rate.
+        checked = get_recipe(name)
+        optimizer = make_optimizer(checked, 10)
+        assert isinstance(optimizer, {"sgd": CaffeSGD, "adam": keras.optimizers.Adam}[
+            recipe["optimizer"]]), name
+        schedule = learning_rate(checked, 10)
+        start = schedule(0) if callable(schedule) else schedule
+        assert float(start) == pytest.approx(recipe["learning_rate"], rel=1e-6), name
     with pytest.raises(ValueError, match="use 'paper', 'quick' or one of"):
         recipe_name("adam_fc", "fast")
 
