@@ -30,13 +30,52 @@ def test_a_tiny_run_writes_its_table_json_and_figure(tmp_path, capsys):
         assert transfer.main(["--sizes", "40", "--seeds", "2", "--steps", "1",
                               "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "transfer.json").read_text())
-    assert len(result["runs"]) == 3 * 2 and result["num_test"] == 1000
-    rows = {(r["size"], r["method"]): r for r in result["summary"]}
-    for size in (40,):
-        for method in transfer.METHODS:
-            accs = [r["test_accuracy"] for r in result["runs"]
-                    if r["size"] == size and r["method"] == method]
-            assert rows[size, method]["mean"] == pytest.approx(np.mean(accs))
-            assert rows[size, method]["std"] == pytest.approx(np.std(accs, ddof=1))
-    assert (tmp_path / "transfer.png").stat().st_size > 10_000
+    assert result["num_test"] == 1000
+    assert sorted((r["method"], r["seed"]) for r in result["runs"]) == sorted(
+        (m, s) for m in transfer.METHODS for s in (0, 1))
+    for r in result["runs"]:
+        # 40 digits in batches of 50: one step per epoch, so one epoch for one step.
+        assert r["size"] == 40 and r["epochs"] == 1 and r["steps"] == 1
+        correct = r["test_accuracy"] * 1000  # a count of the 1,000 test digits
+        assert abs(correct - round(correct)) < 1e-3 and 0 <= correct <= 1000
+    assert [(r["size"], r["method"], r["seeds"]) for r in result["summary"]] == [
+        (40, m, 2) for m in transfer.METHODS]
+    with open(tmp_path / "transfer.png", "rb") as png:
+        assert png.read(8) == b"\x89PNG\r\n\x1a\n"
     assert "| 40 |" in capsys.readouterr().out
+
+
+# Two seeds at one size, one at another: mean, sample std (n - 1), a single seed's std 0.
+HAND_RUNS = [
+    {"size": 100, "method": "scratch", "test_accuracy": 0.5},
+    {"size": 100, "method": "scratch", "test_accuracy": 0.7},
+    {"size": 1000, "method": "scratch", "test_accuracy": 0.9},
+]
+
+
+def test_summary_table_and_figure_against_hand_values(tmp_path, monkeypatch):
+    summary = transfer.summarise(HAND_RUNS)
+    assert [(r["size"], r["method"], r["seeds"]) for r in summary] == [
+        (100, "scratch", 2), (1000, "scratch", 1)]
+    assert summary[0]["mean"] == pytest.approx(0.6)
+    assert summary[0]["std"] == pytest.approx(0.1 * np.sqrt(2))  # sqrt((0.1² + 0.1²) / 1)
+    assert summary[1]["mean"] == pytest.approx(0.9) and summary[1]["std"] == 0.0
+    full = [*summary, *({**r, "method": m} for r in summary for m in transfer.METHODS
+                        if m != "scratch")]
+    assert "| 100 | 0.600 ± 0.141 |" in transfer.table(full)
+
+    import matplotlib.axes
+
+    drawn = {}
+    original = matplotlib.axes.Axes.errorbar
+
+    def errorbar(self, x, y, yerr=None, **kwargs):
+        drawn[kwargs["label"]] = (list(x), list(y), list(yerr))
+        return original(self, x, y, yerr=yerr, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", errorbar)
+    transfer.plot(summary, tmp_path / "transfer.png")
+    x, y, yerr = drawn["scratch"]
+    assert x == [100, 1000]
+    np.testing.assert_allclose(y, [0.6, 0.9])
+    np.testing.assert_allclose(yerr, [0.1 * np.sqrt(2), 0.0])
