@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import keras_tuner
+import numpy as np
 import pytest
 
 import zoo
@@ -261,16 +262,35 @@ def test_mirrored_strategy_on_two_cpu_devices(tmp_path):
     zoo.load(NAME, weights=str(out / "best_model"))
 
 
-def test_bias_study_plots_loss_against_bias(tmp_path):
+def test_bias_study_plots_loss_against_bias(tmp_path, monkeypatch):
+    import matplotlib.axes
+
     from training.experiments.bias_study import bias_table, plot_bias_study
 
+    # Losses that differ by depth and bias; a plain net's row, which neither shows.
     summary = [{"kind": "highway", "depth": d, "transform_bias": b,
-                "final_train_loss": {"mean": 0.1 * -b, "std": 0.0},
-                "test_accuracy": {"mean": 0.9, "std": 0.0}}
-               for d in (50, 100) for b in (-1.0, -4.0)]
+                "final_train_loss": {"mean": 0.1 * -b + d / 1000, "std": d / 10000},
+                "test_accuracy": {"mean": 0.9 - d / 1000, "std": 0.0}}
+               for d in (100, 50) for b in (-4.0, -1.0)]
+    summary.append({"kind": "plain", "depth": 50, "transform_bias": None,
+                    "final_train_loss": {"mean": 2.3, "std": 0.0},
+                    "test_accuracy": {"mean": 0.1, "std": 0.0}})
     results = {"summary": summary, "data": {"num_train": 4000},
                "settings": {"activation": "tanh", "recipe": {"name": "adam_fc", "epochs": 12}}}
-    table = bias_table(results)
-    assert table.splitlines()[2].startswith("| -1 | 0.100 | 0.900 | 0.100 |")
+    table = bias_table(results).splitlines()
+    assert table[2:] == ["| -1 | 0.150 | 0.850 | 0.200 | 0.800 |",
+                         "| -4 | 0.450 | 0.850 | 0.500 | 0.800 |"]
+    drawn = {}
+    original = matplotlib.axes.Axes.errorbar
+
+    def errorbar(self, x, y, yerr=None, **kwargs):
+        drawn[kwargs["label"]] = (list(x), list(y), list(yerr))
+        return original(self, x, y, yerr=yerr, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", errorbar)
     plot_bias_study(results, tmp_path / "bias.png")
-    assert (tmp_path / "bias.png").stat().st_size > 1000
+    assert sorted(drawn) == ["depth 100", "depth 50"]
+    for label, y, yerr in (("depth 50", [0.45, 0.15], 0.005), ("depth 100", [0.5, 0.2], 0.01)):
+        assert drawn[label][0] == [-4.0, -1.0]  # b_T in order
+        np.testing.assert_allclose(drawn[label][1:], [y, [yerr, yerr]])
+    assert (tmp_path / "bias.png").read_bytes()[:4] == b"\x89PNG"
