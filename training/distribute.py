@@ -67,13 +67,13 @@ import os
 import sys
 from typing import Any
 
-import keras
-
 STRATEGIES = ("default", "mirrored", "multiworker")
 
 
 def backend() -> str:
     """Keras's backend in this process: "tensorflow", "jax" or "torch"."""
+    import keras  # here, not at the top: the command line's parsers read STRATEGIES
+
     return keras.backend.backend()
 
 
@@ -93,6 +93,8 @@ class SingleDevice:
     def devices(self) -> list[str]:
         """The device, as the backend names it ("cpu:0", "gpu:0", "cuda:0", "cpu")."""
         if self.backend == "jax":
+            import keras
+
             return keras.distribution.list_devices()[:1]
         if self.backend == "torch":
             import torch
@@ -129,6 +131,8 @@ def versions() -> dict[str, str]:
     """The Keras backend and the versions a run records: Keras, the backend's library and
     TensorFlow (which reads the data on every backend)."""
     name = backend()
+    import keras
+
     found = {"backend": name, "keras": keras.__version__}
     library = {"jax": "jax", "torch": "torch"}.get(name)
     if library is not None:

@@ -176,12 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     keeps its traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command(argv)
-    if command is not None and command not in LIGHT:
+    # The parsers import no Keras: `--help` and usage errors answer before TensorFlow loads.
+    args = build_parser(command).parse_args(argv)
+    if args.command not in LIGHT:
         from training import jax_cache
 
         jax_cache.use_by_default()  # before JAX is imported: it reads its environment then
-        import_tensorflow_quietly()  # before the command's module imports it
-    args = build_parser(command).parse_args(argv)
+        import_tensorflow_quietly()  # before the command's function imports it
     prog = f"highway-zoo {args.command}"
     try:
         with _sigterm_interrupts():

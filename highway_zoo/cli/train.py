@@ -10,7 +10,8 @@ from highway_zoo.cli.args import add_data_dir, add_dataset, add_seed, finite, po
 OVERRIDE_FLAGS = {"depth": positive, "width": positive, "transform_bias": finite,
                   "activation": str, "variant": str, "classes": positive, "dropout": rates}
 _OVERRIDE_HELP = {
-    "depth": "number of highway layers (FC nets)",
+    "depth": "FC nets: layers in all, the stem counted (depth N: a stem layer and N-1 "
+             "highway layers, as the papers count)",
     "width": "units per layer (FC nets)",
     "transform_bias": "initial transform-gate bias b_T",
     "activation": "the highway layers' activation (e.g. relu, tanh)",

@@ -65,7 +65,8 @@ def _arguments(p) -> None:
     p.add_argument("--verbose", type=int, default=0, choices=[0, 1, 2],
                    help="Keras progress per trial (default 0: one line per trial)")
     group = p.add_argument_group("fixed architecture overrides")
-    group.add_argument("--depth", type=positive, help="number of highway layers (FC nets)")
+    group.add_argument("--depth", type=positive, help="FC nets: layers in all, the stem "
+                       "counted (depth N: a stem layer and N-1 highway layers)")
     group.add_argument("--width", type=positive, help="units per layer (FC nets)")
     group.add_argument("--variant", help="the highway variant (Greff et al. 2017)")
 
