@@ -146,6 +146,29 @@ def test_demo_writes_its_table_and_plot(tmp_path, capsys):
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
+def test_demo_figure_draws_each_kinds_results_by_depth(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from training.experiments.demo import plot
+
+    results = [{"kind": kind, "depth": depth, "test_accuracy": acc, "final_train_loss": loss}
+               for kind, depth, acc, loss in (("plain", 20, 0.11, 2.30), ("highway", 20, 0.97, 0.1),
+                                              ("highway", 2, 0.93, 0.2), ("plain", 2, 0.92, 0.3))]
+    drawn = []
+    original = matplotlib.axes.Axes.plot
+
+    def record(self, *args, **kwargs):
+        if "label" in kwargs:
+            drawn.append((kwargs["label"], list(args[0]), list(args[1])))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", record)
+    plot(results, tmp_path / "demo.png", title="demo")
+    # Accuracy panel, then loss panel, per kind; depths in order whatever the input order.
+    assert drawn == [("highway", [2, 20], [0.93, 0.97]), ("highway", [2, 20], [0.2, 0.1]),
+                     ("plain", [2, 20], [0.92, 0.11]), ("plain", [2, 20], [0.3, 2.30])]
+
+
 def test_demo_rejects_bad_depths():
     with pytest.raises(SystemExit) as refused:
         cli.main(["demo", "--depths", "1"])
