@@ -86,8 +86,20 @@ FIELDS: tuple[Field, ...] = (
     Field("bias_lr_mult", float, "learning-rate multiplier of biases (Caffe lr_mult; SGD only)"),
     Field("global_clipnorm", _optional(float), "clip the global gradient norm ('none': off)"),
     Field("augmentation", str, "training-time augmentation", choices=AUGMENTATIONS),
+    # Language models (training.language_model) only:
+    Field("lr_plateau_decay", _optional(float),
+          "language models: multiply the rate by this after an epoch whose validation "
+          "perplexity improved by less than --lr-plateau-min-improvement ('none': off)"),
+    Field("lr_plateau_min_improvement", float,
+          "language models: the validation-perplexity improvement below which the rate decays"),
+    Field("bptt_steps", _optional(int),
+          "language models: time steps per batch (truncated backpropagation through time)"),
 )
 FIELD_NAMES = tuple(f.name for f in FIELDS)
+# Fields the image recipes leave out: their values there.
+FIELD_DEFAULTS = {"lr_plateau_decay": None, "lr_plateau_min_improvement": 1.0,
+                  "bptt_steps": None}
+LANGUAGE_MODEL_FIELDS = tuple(FIELD_DEFAULTS)
 # Descriptive keys a recipe may carry besides its settings.
 INFO_KEYS = ("source", "purpose", "paper_recipe", "authors_seed")
 
@@ -148,7 +160,7 @@ def get_recipe(
             f"Recipe field {unknown[0]!r} cannot be overridden; choose from "
             f"{', '.join(FIELD_NAMES)}."
         )
-    recipe = {**RECIPES[name], "name": name}
+    recipe = {**FIELD_DEFAULTS, **RECIPES[name], "name": name}
     if given.get("optimizer", recipe["optimizer"]) != recipe["optimizer"]:
         # Settings of the recipe's optimizer that mean nothing to the new one.
         recipe.update(_OPTIMIZER_DEFAULTS[given["optimizer"]])
@@ -204,6 +216,12 @@ def check_recipe(recipe: dict[str, Any]) -> None:
         _fail(recipe, "lr_boundaries_epochs", "increasing positive epochs")
     if boundaries:
         number("lr_decay", 0, open_low=True)
+    if recipe["lr_plateau_decay"] is not None:
+        number("lr_plateau_decay", 0, open_low=True, high=1)
+    number("lr_plateau_min_improvement", 0)
+    steps = recipe["bptt_steps"]
+    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
+        _fail(recipe, "bptt_steps", "a positive integer (or none)")
     if recipe["optimizer"] == "sgd":
         number("momentum", 0, high=1)
         if not isinstance(recipe["nesterov"], bool):

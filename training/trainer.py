@@ -64,7 +64,14 @@ from training.callbacks import GateSummaries
 from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
 from training.data import Dataset, load_dataset
 from training.pipeline import evaluation_batches, training_batches
-from training.recipes import apply_weight_decay, get_recipe, is_bias, make_optimizer, recipe_name
+from training.recipes import (
+    FIELD_DEFAULTS,
+    apply_weight_decay,
+    get_recipe,
+    is_bias,
+    make_optimizer,
+    recipe_name,
+)
 from training.run_dir import (
     FINISHED,
     LOCK_FILE,
@@ -216,13 +223,21 @@ def train(
         ValueError: a bad setting, e.g. a tf.distribute strategy on JAX or PyTorch.
         NonFiniteLossError: the loss became NaN or infinite (run.json says so).
     """
+    info = zoo.describe(name)
+    if info["family"] == "char_lm":
+        raise ValueError(f"{name} is a language model: train it on a text with "
+                         f"training.language_model.train_lm({name!r}, corpus=DIR) or "
+                         f"`highway-zoo train {name} --corpus DIR`.")
     # The strategy first: MultiWorkerMirroredStrategy must start before TF runs anything.
     strategy_name, strategy_ = _strategy(strategy)
-    info = zoo.describe(name)
     recipe_ = get_recipe(
         recipe_name(info["recipe"], recipe), recipe_overrides, epochs=epochs,
         batch_size=batch_size, learning_rate=learning_rate,
     )
+    lm_fields = [k for k, v in FIELD_DEFAULTS.items() if recipe_[k] != v]
+    if lm_fields:
+        raise ValueError(f"{', '.join(lm_fields)} apply to language models; {name} is an "
+                         "image classifier: leave them out.")
     if checkpoint_every is not None and (
         not isinstance(checkpoint_every, int) or checkpoint_every < 1
     ):

@@ -31,6 +31,7 @@ import sys
 # Importing the family modules registers their architectures (no Keras: see registry.py).
 from zoo import (  # noqa: F401
     bn_cifar_nets,
+    char_lm,
     conv_nets,
     fashion_mnist,
     fc_nets,

@@ -226,6 +226,41 @@ RECIPES["caffe_mnist_conv_adam"] = {
     "epochs": 40,
 }
 
+# Kim et al.'s language-model recipe (yoonkim/lstm-char-cnn main.lua defaults): plain SGD at
+# 1.0, halved after an epoch whose validation perplexity improved by less than 1, global norm 5,
+# batch 20 of 35 contiguous steps (training.language_model), 25 epochs. Dropout 0.5 and the
+# uniform ±0.05 initialisation belong to the architecture (zoo.char_lm).
+RECIPES["kim_char_lm"] = {
+    "source": "CODE: yoonkim/lstm-char-cnn main.lua (-learning_rate 1 -learning_rate_decay 0.5 "
+    "-decay_when 1 -max_grad_norm 5 -batch_size 20 -seq_length 35 -max_epochs 25)",
+    "optimizer": "sgd",
+    "momentum": 0.0,
+    "nesterov": False,
+    "learning_rate": 1.0,
+    "lr_boundaries_epochs": [],
+    "lr_decay": None,
+    "lr_plateau_decay": 0.5,
+    "lr_plateau_min_improvement": 1.0,
+    "batch_size": 20,
+    "bptt_steps": 35,
+    "epochs": 25,
+    "weight_decay": 0.0,
+    "classifier_weight_decay_mult": 1.0,
+    "bias_lr_mult": 1.0,
+    "global_clipnorm": 5.0,
+    "augmentation": "none",
+    "authors_seed": 3435,
+}
+RECIPES["kim_char_lm_quick"] = {
+    **RECIPES["kim_char_lm"],
+    "source": "quick version of kim_char_lm",
+    "paper_recipe": "kim_char_lm",
+    "purpose": "Checks that a language model trains end to end (validation perplexity falls "
+    "in the first epochs) on a small text in minutes on a CPU: the paper's optimiser, "
+    "3 epochs.",
+    "epochs": 3,
+}
+
 # Paper recipe -> its quick version (`highway-zoo train NAME --recipe quick`).
 QUICK_RECIPES = {
     "caffe_mnist_conv": "caffe_mnist_conv_quick",
@@ -233,4 +268,5 @@ QUICK_RECIPES = {
     "adam_fc": "adam_fc_quick",
     "resnet_imagenet": "resnet_imagenet_quick",
     "sgd_cifar_bn": "sgd_cifar_bn_quick",
+    "kim_char_lm": "kim_char_lm_quick",
 }

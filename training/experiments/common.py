@@ -165,6 +165,15 @@ def _child_main() -> None:
     from training.data import OfflineFallbackWarning, load_dataset
 
     job = json.loads(sys.stdin.read())
+    if job.get("task") == "language_model":
+        from training.experiments import lm_variants
+
+        result = lm_variants.train_one(job)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)
+        result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)
+        print(json.dumps(result))
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
         data = subset(load_dataset(job.get("dataset", "mnist"), job["data_dir"]),
@@ -302,6 +311,10 @@ def _run_job(i: int, job: dict[str, Any], data, isolate: bool,
     start = time.perf_counter()
     if isolate:
         result = train_in_child(job)
+    elif job.get("task") == "language_model":
+        from training.experiments import lm_variants
+
+        result = {**lm_variants.train_one(job), "peak_rss_mb": None, "cpu_seconds": None}
     else:
         result = {**train_one(job, data), "peak_rss_mb": None, "cpu_seconds": None}
     run = {k: v for k, v in job.items() if k != "data_dir"} | result
@@ -313,6 +326,10 @@ def _run_job(i: int, job: dict[str, Any], data, isolate: bool,
 
 def progress(result: dict[str, Any]) -> str:
     """One run's result as a progress line."""
+    if "test_perplexity" in result:
+        from training.experiments.lm_variants import progress as lm_progress
+
+        return lm_progress(result)
     parts = [f"test accuracy {result['test_accuracy']:.3f}",
              f"final training loss {result['final_train_loss']:.3f}"]
     if result["seconds_per_epoch"] is not None:

@@ -1,0 +1,381 @@
+"""`train_lm()`: a character-aware language model on a Mikolov-format corpus, Kim et al.'s way.
+
+Kim et al. (yoonkim/lstm-char-cnn, main.lua) train on contiguous BPTT batches: the training
+text as one token stream cut into `batch_size` rows, read `bptt_steps` words at a time, the
+LSTM states carried from each batch to the next (a stateful LSTM, reset at each epoch), plain
+SGD at 1.0 with the global gradient norm clipped at 5, the rate halved after an epoch whose
+validation perplexity improved by less than 1 (from the third epoch on, as main.lua checks).
+Perplexity is exp of the mean cross-entropy per token, the metric everywhere here.
+
+The run directory is the image trainer's (`training.run_dir`), with perplexities::
+
+    run.json          command, versions, seed, recipe, corpus, model metadata, status
+    history.json      per epoch: loss, perplexity, val_loss, val_perplexity (the validation
+                      split), learning_rate, seconds, tokens_per_second
+    checkpoint/       the latest epoch's model and optimizer state while the run is going
+    tensorboard/      perplexities, losses and the learning rate per epoch
+    model.json, model.weights.h5(.sha256), README.md
+                      the trained net as a preset: `zoo.load(RUN_DIR)` gives it stateless
+                      (any batch, any length), with its vocabularies in model.json
+    metrics.json      test and validation perplexity
+
+Runs resume at epoch granularity: killed mid-epoch, the same call goes on from the last
+finished epoch (weights, optimizer state, learning rate, history); dropout is reseeded from
+(seed, epoch) at each epoch, so a resumed run repeats the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+import zoo
+from training import distribute
+from training.data.text import Corpus, bptt_batches, load_corpus
+from training.recipes import get_recipe, recipe_name
+from training.run_dir import FINISHED, NON_FINITE, RUNNING, RunDir
+from zoo.weights import atomic_path, write_text
+
+CHECKPOINT_STATE = "latest.json"
+
+__all__ = ["perplexity", "train_lm", "LanguageModelSettings"]
+
+
+def perplexity(loss: float) -> float:
+    """exp(mean cross-entropy per token, in nats); inf past float range."""
+    return math.exp(loss) if loss < 700 else math.inf
+
+
+def _now() -> str:
+    return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+def _family_is_lm(name: str) -> bool:
+    return zoo.describe(name)["family"] == "char_lm"
+
+
+class LanguageModelSettings:
+    """What a language-model run trains and how, settled before it touches a directory."""
+
+    def __init__(self, name: str, corpus: Corpus, recipe: dict[str, Any], seed: int,
+                 overrides: dict[str, Any], max_train_tokens: int | None):
+        self.name, self.corpus, self.recipe, self.seed = name, corpus, recipe, seed
+        self.overrides = overrides  # the stateless model's; training adds state and batch
+        self.max_train_tokens = max_train_tokens
+        steps, batch = recipe["bptt_steps"], recipe["batch_size"]
+        train = corpus.train
+        if max_train_tokens is not None:
+            train = type(train)(words=train.words[:max_train_tokens],
+                                chars=train.chars[:max_train_tokens])
+        self.train = bptt_batches(train, batch, steps)
+        self.valid = bptt_batches(corpus.valid, batch, steps)
+        self.test = bptt_batches(corpus.test, batch, steps)
+        for split, (x, _) in (("train", self.train), ("valid", self.valid), ("test", self.test)):
+            if len(x) == 0:
+                raise ValueError(
+                    f"The {split} split of {corpus.directory} is shorter than one batch "
+                    f"({batch} rows x {steps} steps + 1 = {batch * steps + 1} tokens): give a "
+                    "longer text, or a smaller --batch-size / --bptt-steps."
+                )
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What a resume must match (training.run_dir.run_config)."""
+        return {
+            "architecture": self.name,
+            "overrides": self.overrides,
+            "recipe": self.recipe,
+            "seed": self.seed,
+            "dataset": self.corpus_record,
+        }
+
+    @property
+    def corpus_record(self) -> dict[str, Any]:
+        c = self.corpus
+        return {
+            "name": c.name, "source": str(c.directory),
+            "num_train": int(self.train[1].size), "num_valid": int(self.valid[1].size),
+            "num_test": int(self.test[1].size), "words": len(c.words), "chars": len(c.chars),
+            "max_word_length": c.max_word_length, "max_train_tokens": self.max_train_tokens,
+        }
+
+    def training_overrides(self) -> dict[str, Any]:
+        return {**self.overrides, "stateful": True, "batch_size": self.recipe["batch_size"]}
+
+
+def settle(name: str, corpus: str | os.PathLike | Corpus, *, recipe: str | None = None,
+           epochs: int | None = None, batch_size: int | None = None,
+           learning_rate: float | None = None, recipe_overrides: dict | None = None,
+           seed: int = 0, max_train_tokens: int | None = None,
+           **overrides: Any) -> LanguageModelSettings:
+    """Checks everything a run needs (recipe, corpus, overrides) and reads the corpus."""
+    info = zoo.describe(name)
+    if info["family"] != "char_lm":
+        raise ValueError(f"{name} is not a language model (family {info['family']!r}); "
+                         "train it with `highway-zoo train` on an image dataset.")
+    recipe_ = get_recipe(recipe_name(info["recipe"], recipe), recipe_overrides, epochs=epochs,
+                         batch_size=batch_size, learning_rate=learning_rate)
+    if recipe_["bptt_steps"] is None:
+        raise ValueError(f"Recipe {recipe_['name']!r} has no bptt_steps: a language model "
+                         "trains on batches of that many time steps. Pass --bptt-steps.")
+    if recipe_["augmentation"] != "none":
+        raise ValueError("augmentation applies to images; a language model takes none.")
+    if max_train_tokens is not None and (not isinstance(max_train_tokens, int)
+                                         or max_train_tokens < 1):
+        raise ValueError(f"max_train_tokens must be a positive integer. "
+                         f"Received: {max_train_tokens!r}")
+    zoo.registry.get(name).resolve(overrides)  # the registry's own message for a bad one
+    if "input_shape" in overrides:
+        limit = tuple(overrides["input_shape"])[1]
+    else:
+        limit = None
+    if not isinstance(corpus, Corpus):
+        corpus = load_corpus(corpus, max_word_length=limit)
+    elif limit is not None and corpus.max_word_length > limit:
+        raise ValueError(f"The corpus has words of {corpus.max_word_length - 2} characters; "
+                         f"input_shape allows {limit - 2}. Raise input_shape[1].")
+    for key, value in (("classes", len(corpus.words)), ("char_vocab_size", len(corpus.chars))):
+        if key in overrides and overrides[key] != value:
+            raise ValueError(f"{key}={overrides[key]} but the corpus {corpus.directory} has "
+                             f"{value}: leave {key} out, it follows the corpus.")
+    # Like `classes` for an image dataset: the vocabularies and word length follow the corpus.
+    overrides = {
+        **overrides,
+        "input_shape": [None, limit or corpus.max_word_length],
+        "classes": len(corpus.words),
+        "char_vocab_size": len(corpus.chars),
+    }
+    zoo.registry.get(name).resolve(overrides)  # every override checked before any work
+    return LanguageModelSettings(name, corpus, recipe_, seed, overrides, max_train_tokens)
+
+
+def train_lm(name: str, corpus: str | os.PathLike | Corpus, *, out: str | os.PathLike | None = None,
+             verbose: int = 1, tensorboard: bool = True, **kwargs: Any) -> dict[str, Any]:
+    """Trains language model `name` on a Mikolov-format corpus; writes (or resumes) a run.
+
+    Args:
+        name: a language model of the zoo (`zoo.list_models("lstm_char_*")`).
+        corpus: a directory of `train.txt`, `valid.txt`, `test.txt` (or `ptb.*.txt`), or a
+            `training.data.text.Corpus`.
+        out: the run directory (default `runs/<name>-<time>`): new, empty, or an interrupted
+            run of the same configuration, which resumes.
+        verbose: 1 prints one line per epoch; 0 nothing.
+        tensorboard: write per-epoch scalars to `out/tensorboard`.
+        **kwargs: `recipe`, `epochs`, `batch_size`, `learning_rate`, `recipe_overrides`,
+            `seed`, `max_train_tokens` (train on the first N tokens only), and architecture
+            overrides (`variant="t_only"`, `highway_layers=4`, `dropout`, ...).
+
+    Returns:
+        The final metrics (test and validation perplexity), with `run_dir`.
+    """
+    settings = settle(name, corpus, **kwargs)
+    base = RunDir(out) if out is not None else RunDir.default(name)
+    base.inspect(settings.config)  # refuse before touching anything
+    with base.locked():
+        previous = base.inspect(settings.config)
+        if previous is not None:
+            base.remove_temporary_files()
+        return _train_in(settings, base, previous, verbose, tensorboard)
+
+
+def _reset_states(model: keras.Model) -> None:
+    for layer in model.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_state()
+
+
+def _reseed_dropout(model: keras.Model, seed: int, epoch: int) -> None:
+    """Each epoch's dropout masks from (seed, epoch): a resumed run draws what the
+    uninterrupted one drew (the seed generators' states are not in the checkpoint)."""
+    generators = [v for v in model.variables if v.path.endswith("seed_generator_state")]
+    for i, state in enumerate(generators):
+        state.assign(np.array([(seed * 1_000_003 + epoch * 7_919 + i) % 2**31, 0],
+                              dtype=state.dtype))
+
+
+def _compiled(settings: LanguageModelSettings) -> keras.Model:
+    keras.utils.set_random_seed(settings.seed)
+    model = zoo.load(settings.name, **settings.training_overrides())
+    recipe = settings.recipe
+    clip = {"global_clipnorm": recipe["global_clipnorm"]} if recipe["global_clipnorm"] else {}
+    model.compile(
+        optimizer=keras.optimizers.SGD(recipe["learning_rate"], momentum=recipe["momentum"],
+                                       nesterov=recipe["nesterov"], **clip),
+        loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=model.metadata["architecture_args"].get("classifier_activation") is None),
+    )
+    return model
+
+
+def _evaluate(model: keras.Model, batches, batch_size: int) -> float:
+    _reset_states(model)
+    loss = model.evaluate(*batches, batch_size=batch_size, verbose=0)
+    _reset_states(model)
+    return float(loss)
+
+
+class _Checkpoint:
+    """The latest finished epoch: `epoch-<k>.keras` (model and optimizer) and latest.json
+    (epoch, learning rate), written in that order, each whole (a kill leaves the previous)."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def latest(self) -> dict[str, Any] | None:
+        path = self.directory / CHECKPOINT_STATE
+        if not path.is_file():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def save(self, model: keras.Model, epoch: int, learning_rate: float, seconds: float) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = f"epoch-{epoch}.keras"
+        with atomic_path(self.directory / name, overwrite=True) as tmp:
+            model.save(tmp)
+        previous = self.latest()
+        write_text(self.directory / CHECKPOINT_STATE, json.dumps({
+            "epoch": epoch, "learning_rate": learning_rate, "file": name,
+            "train_seconds": seconds}) + "\n", overwrite=True)
+        if previous and previous["file"] != name:
+            (self.directory / previous["file"]).unlink(missing_ok=True)
+
+    def restore(self, state: dict[str, Any]) -> keras.Model:
+        import zoo.model  # noqa: F401  (registers HighwayZooModel for load_model)
+
+        return keras.saving.load_model(self.directory / state["file"])
+
+    def remove(self) -> None:
+        if self.directory.is_dir():
+            for path in self.directory.iterdir():
+                path.unlink()
+            self.directory.rmdir()
+
+
+def _scalars(directory: Path, epoch: int, values: dict[str, float]) -> None:
+    import tensorflow as tf
+
+    writer = tf.summary.create_file_writer(str(directory))
+    with writer.as_default():
+        for key, value in values.items():
+            if value is not None and math.isfinite(value):
+                tf.summary.scalar(key, value, step=epoch + 1)
+    writer.close()
+
+
+def _train_in(settings: LanguageModelSettings, run_dir: RunDir, previous: dict | None,
+              verbose: int, tensorboard: bool) -> dict[str, Any]:
+    recipe, batch = settings.recipe, settings.recipe["batch_size"]
+    checkpoint = _Checkpoint(run_dir.checkpoint_dir)
+    run = previous or {
+        "command": sys.argv, **settings.config,
+        "versions": {"python": platform.python_version(), **distribute.versions()},
+        "started": _now(),
+    }
+    run.update(status=RUNNING, task="language_model",
+               steps_per_epoch=len(settings.train[0]) // batch)
+    run_dir.write_run(run)
+
+    state = checkpoint.latest() if previous is not None else None
+    if state is not None:
+        model = checkpoint.restore(state)
+        start, lr, seconds_before = state["epoch"] + 1, state["learning_rate"], \
+            state["train_seconds"]
+        history = [e for e in run_dir.read_history() if e["epoch"] <= state["epoch"]]
+        print(f"Resuming the interrupted run in {run_dir} after epoch {start} of "
+              f"{recipe['epochs']} (learning rate {lr:g}).", flush=True)
+        run.setdefault("resumed", []).append({"at": _now(), "command": sys.argv,
+                                              "epoch": start, "backend": distribute.backend()})
+    else:
+        model = _compiled(settings)
+        start, lr, seconds_before, history = 0, recipe["learning_rate"], 0.0, []
+    run["metadata"] = model.metadata
+    run_dir.write_run(run)
+
+    x, y = settings.train
+    tokens = int(y.size)
+    train_seconds = seconds_before
+    for epoch in range(start, recipe["epochs"]):
+        model.optimizer.learning_rate.assign(lr)
+        _reseed_dropout(model, settings.seed, epoch)
+        _reset_states(model)
+        began = time.perf_counter()
+        fit = model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
+        seconds = time.perf_counter() - began
+        train_seconds += seconds
+        loss = float(fit.history["loss"][-1])
+        if not math.isfinite(loss):
+            message = f"non-finite training loss ({loss}) in epoch {epoch + 1}"
+            run.update(status=NON_FINITE, failure={"epoch": epoch, "message": message},
+                       failed=_now())
+            run_dir.write_run(run)
+            from training.trainer import NonFiniteLossError
+
+            raise NonFiniteLossError(message)
+        val_loss = _evaluate(model, settings.valid, batch)
+        entry = {
+            "epoch": epoch, "loss": loss, "perplexity": perplexity(loss),
+            "val_loss": val_loss, "val_perplexity": perplexity(val_loss),
+            "learning_rate": lr, "seconds": round(seconds, 2),
+            "tokens_per_second": round(tokens / seconds, 1),
+        }
+        history.append(entry)
+        # Kim's rule: from the third epoch on, halve the rate after an epoch whose validation
+        # perplexity improved by less than `lr_plateau_min_improvement` (main.lua: `decay_when`).
+        decay = recipe["lr_plateau_decay"]
+        if decay is not None and len(history) > 2 and (
+                history[-2]["val_perplexity"] - history[-1]["val_perplexity"]
+                < recipe["lr_plateau_min_improvement"]):
+            lr *= decay
+        checkpoint.save(model, epoch, lr, train_seconds)
+        run_dir.write_history(history)
+        if tensorboard:
+            _scalars(run_dir.tensorboard_dir, epoch, {
+                "perplexity": entry["perplexity"], "val_perplexity": entry["val_perplexity"],
+                "loss": loss, "val_loss": val_loss, "learning_rate": entry["learning_rate"],
+                "tokens_per_second": entry["tokens_per_second"]})
+        if verbose:
+            print(f"epoch {epoch + 1}/{recipe['epochs']}: perplexity {entry['perplexity']:.1f}"
+                  f", validation {entry['val_perplexity']:.1f}, learning rate "
+                  f"{entry['learning_rate']:g}, {entry['tokens_per_second']:,.0f} tokens/s",
+                  flush=True)
+
+    test_loss = _evaluate(model, settings.test, batch)
+    last = history[-1]
+    metrics = {
+        "test_perplexity": perplexity(test_loss), "test_loss": test_loss,
+        "val_perplexity": last["val_perplexity"], "val_loss": last["val_loss"],
+        "final_train_perplexity": last["perplexity"], "final_train_loss": last["loss"],
+        "train_seconds": round(train_seconds, 2), "epochs": recipe["epochs"],
+        "tokens_per_second": float(np.median([e["tokens_per_second"] for e in history])),
+    }
+    for name in ("model.weights.h5", "model.weights.h5.sha256", "model.json", "README.md",
+                 "metrics.json"):
+        (run_dir.path / name).unlink(missing_ok=True)  # of this run, killed finishing
+    stateless = zoo.load(settings.name, **settings.overrides)
+    stateless.set_weights(model.get_weights())
+    corpus = settings.corpus
+    zoo.save(stateless, run_dir.path, metrics=metrics, extra={
+        "vocabulary": {"words": list(corpus.words), "chars": list(corpus.chars)}},
+        training={
+            "dataset": f"{corpus.name} ({settings.corpus_record['num_train']} training "
+                       f"tokens; {corpus.directory})",
+            "recipe": recipe["name"], "seed": settings.seed, "command": " ".join(run["command"]),
+        })
+    run_dir.write_metrics(metrics)
+    checkpoint.remove()
+    run.update(status=FINISHED, finished=_now())
+    run_dir.write_run(run)
+    if verbose:
+        print(f"Test perplexity {metrics['test_perplexity']:.2f} (validation "
+              f"{metrics['val_perplexity']:.2f}); wrote {run_dir}", flush=True)
+    return {**metrics, "run_dir": str(run_dir)}

@@ -1,0 +1,171 @@
+"""Character-aware language models (Kim, Jernite, Sontag & Rush 2016), the testbed of Greff et
+al. 2017's Table 1a: each word read from its characters (`layers.CharCNNEmbedder`: character
+CNN + highway layers), a 2-layer LSTM over the words, a softmax over the word vocabulary.
+
+Layout (yoonkim/lstm-char-cnn, model/LSTMTDNN.lua, read 2026-11-25), per time step:
+
+    chars (max_word_length ids) -> embedder: embedding 15, convolutions of widths 1..7 (Large)
+    or 1..6 (Small), tanh, max over the word -> highway layers (ReLU H, b_T = -2)
+    -> LSTM 1 -> dropout -> LSTM 2 -> dropout -> Dense(vocabulary) logits
+
+Every weight starts uniform in ±`init_scale` (0.05; `params:uniform(-0.05, 0.05)` in main.lua),
+b_T excepted (Kim's HighwayMLP adds the constant -2 on top of a uniform bias: here b_T = -2).
+
+The highway variant is a constructor argument, so Greff et al.'s six Table 1a models are each
+one override: `zoo.load("lstm_char_large_ptb", variant="t_only")`, and Residual with four
+layers as the paper did: `variant="residual", highway_layers=4`.
+"""
+
+from __future__ import annotations
+
+from zoo.heads import classifier, feature_info
+from zoo.registry import register, register_family
+
+CHAR_LM_OVERRIDES = (
+    "input_shape", "char_vocab_size", "variant", "highway_layers", "transform_bias",
+    "dropout", "lstm_units", "stateful", "batch_size", "classes", "classifier_activation",
+)
+
+
+def _uniform(scale: float) -> dict:
+    # A config, not an instance: every layer gets its own, so no two weights start equal.
+    return {"class_name": "RandomUniform", "config": {"minval": -scale, "maxval": scale}}
+
+
+def _check_shape(input_shape):
+    shape = tuple(input_shape) if isinstance(input_shape, (list, tuple)) else None
+    if not (shape and len(shape) == 2 and (shape[0] is None or shape[0] >= 1)
+            and isinstance(shape[1], int) and shape[1] >= 1):
+        raise ValueError(
+            "input_shape must be (steps, max_word_length): steps a positive integer or None, "
+            "max_word_length a positive integer (character ids per word, start and end "
+            f"markers included). Received: input_shape={input_shape!r}"
+        )
+    return shape
+
+
+def _features(args):
+    return feature_info("embedder", (args["input_shape"][0], sum(args["filters"])),
+                        poolable=False)
+
+
+@register_family("char_lm", CHAR_LM_OVERRIDES, features=_features)
+def char_lm(
+    *, input_shape, classes, char_vocab_size, char_embedding_dim, filters, kernel_sizes,
+    highway_layers, variant, transform_bias, lstm_units, lstm_layers, dropout, init_scale,
+    stateful=False, batch_size=None, classifier_activation=None, include_top=True,
+    pooling=None,
+):
+    """`stateful=True` (with a fixed `batch_size`) carries the LSTM states from one batch to
+    the next, as Kim et al. train and evaluate on contiguous BPTT batches; the default
+    (stateless, any batch) is for serving and for reading a text from its start.
+
+    The output is the next word's logits (`classifier_activation=None`, keras-hub's causal
+    LMs' convention) or probabilities (`"softmax"`); `include_top=False` returns the
+    embedder's features (batch, steps, sum(filters)), the part of the net other models reuse.
+    """
+    import keras
+
+    from layers import CharCNNEmbedder
+
+    steps, max_word_length = _check_shape(input_shape)
+    if pooling is not None:
+        raise ValueError(f"pooling={pooling!r} does not apply to a language model: its "
+                         "features are per word; leave pooling=None.")
+    if stateful and not (isinstance(batch_size, int) and batch_size >= 1):
+        raise ValueError("stateful=True carries states per batch row and needs a fixed "
+                         f"batch_size (a positive integer). Received: batch_size={batch_size!r}")
+    if not 0 <= dropout < 1:
+        raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout!r}")
+    inputs = keras.Input(shape=(steps, max_word_length), batch_size=batch_size, dtype="int32",
+                         name="chars")
+    x = CharCNNEmbedder(
+        char_vocab_size, char_embedding_dim=char_embedding_dim, filters=filters,
+        kernel_sizes=kernel_sizes, highway_layers=highway_layers, highway_variant=variant,
+        transform_bias_initializer=transform_bias,
+        embeddings_initializer=_uniform(init_scale), kernel_initializer=_uniform(init_scale),
+        bias_initializer=_uniform(init_scale), name="embedder",
+    )(inputs)
+    if not include_top:
+        return inputs, x
+    for i in range(1, lstm_layers + 1):
+        if i > 1:  # Kim: dropout on each LSTM's input but the first's, and before the softmax
+            x = keras.layers.Dropout(dropout, name=f"dropout_{i - 1}")(x)
+        x = keras.layers.LSTM(
+            lstm_units, return_sequences=True, stateful=stateful, unit_forget_bias=False,
+            kernel_initializer=_uniform(init_scale),
+            recurrent_initializer=_uniform(init_scale), bias_initializer=_uniform(init_scale),
+            name=f"lstm_{i}",
+        )(x)
+    x = keras.layers.Dropout(dropout, name=f"dropout_{lstm_layers}")(x)
+    return inputs, classifier(x, classes, classifier_activation,
+                              kernel_initializer=_uniform(init_scale))
+
+
+def parameter_count(*, char_vocab_size, char_embedding_dim, filters, kernel_sizes,
+                    highway_layers, variant, lstm_units, lstm_layers, classes, **_) -> int:
+    """The model's parameters by formula: embedding, convolutions, highway, LSTMs, softmax."""
+    from layers._highway import LEARNED_BRANCHES
+
+    d = sum(filters)
+    convs = sum(k * char_embedding_dim * f + f for f, k in zip(filters, kernel_sizes))
+    highway = highway_layers * len(LEARNED_BRANCHES[variant]) * (d * d + d)
+    lstms = sum(4 * lstm_units * ((d if i == 0 else lstm_units) + lstm_units + 1)
+                for i in range(lstm_layers))
+    return (char_vocab_size * char_embedding_dim + convs + highway + lstms
+            + lstm_units * classes + classes)
+
+
+_PTB = dict(
+    # 35 BPTT steps; words of up to 21 characters with the start and end markers (the longest
+    # word of PTB's valid set has 19); 51 character ids (Kim's PTB vocabulary: padding, start,
+    # end, '|' for <unk>, '+' for the end of a sentence, the text's characters); 10,000 words.
+    input_shape=(35, 21), classes=10_000, char_vocab_size=51, char_embedding_dim=15,
+    transform_bias=-2.0, variant="coupled", lstm_layers=2, dropout=0.5, init_scale=0.05,
+)
+_COMMON = dict(
+    paper="Kim, Jernite, Sontag & Rush 2016, Table 3 (PTB); Greff et al. 2017, Table 1a",
+    dataset="ptb",
+    recipe="kim_char_lm",
+    paper_accuracy=None,
+    paper_metric="test perplexity on the Penn Treebank (Mikolov's 10k-word version)",
+    preprocessing="words as character ids: start marker, characters, end marker, padding 0",
+    default_transform_bias=-2.0,
+    provenance="CODE",
+    reconstructed=(
+        "Keras's LSTM has one bias per gate where Torch's nn.Linear pair has two (4·units more "
+        "per layer in Kim's count); the softmax bias starts at zero, not uniform; b_T is -2 "
+        "exactly (Kim: -2 plus a uniform ±0.05 bias); the CNN's max runs over the windows "
+        "inside each word, not over the padding after it (layers.CharCNNEmbedder)."
+    ),
+)
+
+register(
+    "lstm_char_large_ptb", "char_lm",
+    dict(_PTB, filters=(50, 100, 150, 200, 200, 200, 200), kernel_sizes=(1, 2, 3, 4, 5, 6, 7),
+         highway_layers=2, lstm_units=650),
+    **_COMMON,
+    description=(
+        "LSTM-Char-Large: character CNN (widths 1-7, 1,100 filters), 2 highway layers, "
+        "2 LSTM layers of 650, softmax over 10,000 words. Greff et al.'s Table 1a net."
+    ),
+    params=19_367_965,
+    paper_params="19M",
+    paper_perplexity=78.9,
+    paper_variant_perplexity={"full": 79.09, "coupled": 79.13, "c_only": 79.15,
+                              "t_only": 82.94, "residual": 91.32, "plain": 92.60},
+)
+register(
+    "lstm_char_small_ptb", "char_lm",
+    dict(_PTB, filters=(25, 50, 75, 100, 125, 150), kernel_sizes=(1, 2, 3, 4, 5, 6),
+         highway_layers=1, lstm_units=300),
+    **_COMMON,
+    description=(
+        "LSTM-Char-Small: character CNN (widths 1-6, 25·width filters, 525 in all), 1 highway "
+        "layer, 2 LSTM layers of 300, softmax over 10,000 words."
+    ),
+    params=5_310_115,
+    paper_params="5M",
+    paper_perplexity=92.3,
+    paper_variant_perplexity=None,
+)
