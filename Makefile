@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 export KERAS_BACKEND ?= tensorflow
 
-.PHONY: setup demo test test-backends lint wheel-check clean
+.PHONY: setup demo test test-backends lint wheel-check docs clean
 
 setup: $(STAMP)
 
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml setup.py
 		echo "note: no Debian dataset-fashion-mnist (needs root): the shipped-weights tests will fail"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test,bench,backends]"
+	$(BIN)/pip install --quiet -e ".[test,bench,backends,docs]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -33,7 +33,17 @@ test-backends: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m backends tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check layers zoo training highway_zoo tests
+	$(BIN)/ruff check layers zoo training highway_zoo tests docs/_hooks
+
+# The documentation site, strictly (a broken link, a missing reference or an undocumented
+# public name fails), into site/ (ignored). Debian's Chromium is installed for the site's
+# browser test (tests/test_site.py) when it is missing.
+docs: $(STAMP)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver \
+		>/dev/null 2>&1) || echo "note: no Debian chromium (needs root): the browser test skips"
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The built wheel in a fresh virtualenv outside the checkout (.ci/wheel_check).
 wheel-check: $(STAMP)

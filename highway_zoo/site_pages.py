@@ -1,0 +1,289 @@
+"""The documentation site's generated pages: a card per registered model, the models index and
+the command-line reference, written from the registry (`zoo.list_models`, `zoo.describe`), the
+pretrained index and the parsers (`highway_zoo.cli.build_parser`), so a new registration gets
+its page with no edit to the site.
+
+Pure text in, Markdown out; no Keras is imported. The site's MkDocs hook
+(`docs/_hooks/generate.py`) calls these functions at build time. A card is robust to metadata
+it does not know: every `paper_*` number is shown with its name, other keys are listed as they
+are, and missing ones are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# Keys a card shows in its own sections; any other key of `zoo.describe` goes under "More".
+_SHOWN = {
+    "name", "family", "input_shape", "classes", "description", "paper", "params",
+    "paper_params", "paper_metric", "default_transform_bias", "preprocessing", "provenance",
+    "reconstructed", "provenance_meaning", "dataset", "recipe", "recipe_settings", "pretrained",
+    "architecture_args", "overridable", "features",
+}
+
+# BibTeX of the papers the registry cites, by the author and year its `paper` field starts with.
+CITATIONS = {
+    r"Srivastava.*2015": """@inproceedings{srivastava2015training,
+  title     = {Training Very Deep Networks},
+  author    = {Srivastava, Rupesh Kumar and Greff, Klaus and Schmidhuber, J{\\"u}rgen},
+  booktitle = {Advances in Neural Information Processing Systems 28 (NIPS 2015)},
+  year      = {2015},
+  note      = {arXiv:1507.06228}
+}""",
+    r"Greff.*2017": """@inproceedings{greff2017highway,
+  title     = {Highway and Residual Networks learn Unrolled Iterative Estimation},
+  author    = {Greff, Klaus and Srivastava, Rupesh Kumar and Schmidhuber, J{\\"u}rgen},
+  booktitle = {International Conference on Learning Representations (ICLR 2017)},
+  year      = {2017},
+  note      = {arXiv:1612.07771}
+}""",
+    r"Kim.*2016": """@inproceedings{kim2016character,
+  title     = {Character-Aware Neural Language Models},
+  author    = {Kim, Yoon and Jernite, Yacine and Sontag, David and Rush, Alexander M.},
+  booktitle = {Proceedings of the AAAI Conference on Artificial Intelligence (AAAI 2016)},
+  year      = {2016},
+  note      = {arXiv:1508.06615}
+}""",
+    r"He.*2016|ResNet": """@inproceedings{he2016deep,
+  title     = {Deep Residual Learning for Image Recognition},
+  author    = {He, Kaiming and Zhang, Xiangyu and Ren, Shaoqing and Sun, Jian},
+  booktitle = {IEEE Conference on Computer Vision and Pattern Recognition (CVPR 2016)},
+  year      = {2016}
+}""",
+}
+
+
+def shape(value: Any) -> str:
+    """A shape as Python writes it: `(28, 28, 1)`, `(None, 21)`, `(50,)`; '-' if unknown."""
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        items = ["None" if v is None else str(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return str(value)
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def paper_numbers(meta: dict[str, Any]) -> dict[str, Any]:
+    """The paper's reported numbers of a model: every `paper_*` key but the parameter count
+    and the metric's description, with a value."""
+    return {k: v for k, v in meta.items() if k.startswith("paper_")
+            and k not in ("paper_params", "paper_metric") and v not in (None, "")}
+
+
+def _label(key: str) -> str:
+    return key.removeprefix("paper_").replace("_", " ")
+
+
+def shipped_note(pretrained: dict[str, Any]) -> str:
+    """What the shipped weights' accuracy was measured on, said when it is not the paper's
+    test set (the MNIST sample is 5,000 digits, not the full MNIST)."""
+    source = str(pretrained.get("dataset", {}).get("source", ""))
+    if "sample" in source.lower():
+        return ("measured on the 1,000-digit test part of a 5,000-digit MNIST sample (the full "
+                "MNIST is not on these machines): not comparable with the paper's full-MNIST "
+                "figure")
+    return ""
+
+
+def citation(paper: str) -> str:
+    """BibTeX entries for the papers a `paper` field names (empty when none is known)."""
+    return "\n\n".join(bib for pattern, bib in CITATIONS.items() if re.search(pattern, paper))
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    return "\n".join(["| | |", "| --- | --- |"]
+                     + [f"| {k} | {v} |" for k, v in rows if v not in (None, "")])
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def model_card(meta: dict[str, Any]) -> str:
+    """A model's page, from `zoo.describe(name)`."""
+    name = meta["name"]
+    paper = str(meta.get("paper") or "")
+    features = meta.get("features") or {}
+    numbers = paper_numbers(meta)
+    metric = meta.get("paper_metric") or ""
+    out = [f"# {name}", "", meta.get("description", "") or "", ""]
+
+    out += ["## At a glance", "", _table([
+        ("family", _code(meta["family"]) if meta.get("family") else ""),
+        ("dataset", _code(meta["dataset"]) if meta.get("dataset") else ""),
+        ("parameters (computed from the built model)", _number(meta.get("params"))),
+        ("parameters (the paper's)", _number(meta.get("paper_params"))),
+        ("input shape", _code(shape(meta.get("input_shape")))),
+        ("classes", _number(meta.get("classes"))),
+        ("features (`include_top=False`)",
+         _code(shape(features.get("shape"))) if features.get("shape") is not None else ""),
+        ("pooled features (`pooling='avg'`)", _code(shape(features["pooled_shape"]))
+         if features.get("pooled_shape") is not None else ""),
+        ("initial transform-gate bias b_T", _number(meta.get("default_transform_bias"))),
+        ("preprocessing (inside the model)", meta.get("preprocessing") or ""),
+        ("paper recipe", _code(meta["recipe"]) if meta.get("recipe") else ""),
+    ]), ""]
+    if features.get("description"):
+        out += [features["description"], ""]
+
+    out += ["## Where it comes from", "", f"**Paper:** {paper or '-'}", ""]
+    if meta.get("provenance"):
+        meaning = meta.get("provenance_meaning") or ""
+        out += [f"**Provenance:** `{meta['provenance']}`" + (f": {meaning}." if meaning else ""),
+                ""]
+    if meta.get("reconstructed"):
+        out += [f"**What is reconstructed:** {meta['reconstructed']}", ""]
+
+    out += ["## The paper's numbers", ""]
+    if numbers:
+        if metric:
+            out += [f"Metric: {metric}.", ""]
+        out += ["| reported | value |", "| --- | ---: |"]
+        out += [f"| {_label(k)} | {_number(v)} |" for k, v in numbers.items()]
+        out += [""]
+    else:
+        out += ["The paper reports no number for this exact network" +
+                (f" ({metric})." if metric else "."), ""]
+
+    pretrained = meta.get("pretrained")
+    out += ["## Shipped weights", ""]
+    if pretrained:
+        recipe = pretrained.get("recipe") or {}
+        dataset = pretrained.get("dataset") or {}
+        note = shipped_note(pretrained)
+        accuracy = pretrained.get("test_accuracy")
+        out += [_table([
+            ("test accuracy", (f"{accuracy:.4f}" if isinstance(accuracy, (int, float))
+                               else _number(accuracy)) + (f" ({note})" if note else "")),
+            ("trained and tested on", f"{dataset.get('name', '')}: "
+             f"{_number(dataset.get('num_train'))} / {_number(dataset.get('num_test'))} "
+             f"examples ({dataset.get('source', '')})" if dataset else ""),
+            ("recipe", f"`{recipe.get('name', '')}`: {recipe.get('source', '')}"
+             if recipe else ""),
+            ("epochs", _number(pretrained.get("epochs"))),
+            ("training time", f"{pretrained['train_seconds']:,.0f} s"
+             if isinstance(pretrained.get("train_seconds"), (int, float)) else ""),
+            ("settings it was trained with", _code(json.dumps(pretrained["training_overrides"]))
+             if pretrained.get("training_overrides") else ""),
+            ("command", _code(pretrained["command"]) if pretrained.get("command") else ""),
+            ("date, machine", f"{pretrained.get('date', '')}, {pretrained.get('machine', '')}"),
+            ("file", _code(pretrained.get("file", ""))),
+            ("sha256", _code(pretrained.get("sha256", ""))),
+        ]), ""]
+    else:
+        out += ["None: this architecture ships without weights (`weights=None` builds it with "
+                "fresh ones; train it with `highway-zoo train " + name + "`).", ""]
+
+    weights = ', weights="default"' if pretrained else ""
+    out += ["## Load it", "", "```python", "import zoo", "",
+            f'model = zoo.load("{name}"{weights})',
+            "```", ""]
+    overridable = meta.get("overridable") or []
+    top = [k for k in ("include_top", "pooling", "classes") if k in overridable]
+    if top:
+        out += ["Fine-tune it: a fresh classifier for your classes on the loaded body, or the "
+                "body alone as a feature extractor:", "", "```python", "import zoo", ""]
+        if "classes" in top:
+            out += [f'model = zoo.load("{name}"{weights}, classes=5)']
+        if "include_top" in top:
+            pooling = ', pooling="avg"' if features.get("pooled_shape") is not None else ""
+            out += [f'features = zoo.load("{name}"{weights}, include_top=False{pooling})']
+        out += ["```", ""]
+    if overridable:
+        out += ["Arguments it takes: " + ", ".join(f"`{k}`" for k in overridable) +
+                " (`zoo.describe(name)[\"overridable\"]`).", ""]
+    out += ["From the command line:", "", "```bash", f"highway-zoo describe {name}",
+            f"highway-zoo train {name} --recipe quick --out runs/{name}", "```", ""]
+
+    settings = meta.get("recipe_settings") or {}
+    if settings:
+        out += [f"## The recipe `{meta.get('recipe', '')}`", "", "| setting | value |",
+                "| --- | --- |"]
+        out += [f"| {k} | {_code(json.dumps(v)) if not isinstance(v, str) else v} |"
+                for k, v in settings.items()]
+        out += [""]
+
+    args = meta.get("architecture_args") or {}
+    if args:
+        out += ["## Builder arguments", "", "```json", json.dumps(args, indent=2), "```", ""]
+
+    more = {k: v for k, v in meta.items() if k not in _SHOWN and not k.startswith("paper_")}
+    if more:
+        out += ["## More", "", "| key | value |", "| --- | --- |"]
+        out += [f"| `{k}` | {_code(json.dumps(v, default=str))} |" for k, v in more.items()]
+        out += [""]
+
+    bib = citation(paper)
+    out += ["## Cite", ""]
+    out += (["```bibtex", bib, "```", ""] if bib else [paper or "-", ""])
+    return "\n".join(out)
+
+
+def _paper_number(meta: dict[str, Any]) -> str:
+    numbers = paper_numbers(meta)
+    return ", ".join(f"{_label(k)} {_number(v)}" for k, v in numbers.items()) or "-"
+
+
+def models_index(metas: list[dict[str, Any]]) -> str:
+    """The table of every model, filterable by an fnmatch pattern as `zoo.list_models` is."""
+    out = [
+        "# Models", "",
+        "Every registered architecture, generated from the registry (`zoo.list_models()`, "
+        "`zoo.describe(name)`) and the shipped weights' index. Filter the table with a pattern "
+        "as `zoo.list_models(pattern)` takes it (`*cifar*`, `highway_fc*_mnist`); "
+        "`pretrained` keeps those with shipped weights.", "",
+        '<div class="model-filter" markdown>',
+        '<input id="model-filter" type="search" placeholder="pattern, e.g. *cifar*" '
+        'aria-label="filter the models">',
+        '<label><input id="model-filter-pretrained" type="checkbox"> pretrained</label>',
+        '<span id="model-filter-count"></span>',
+        "</div>", "",
+        "| name | dataset | parameters | paper's number | shipped test accuracy | "
+        "provenance | family |",
+        "| --- | --- | ---: | --- | ---: | --- | --- |",
+    ]
+    for meta in metas:
+        pretrained = meta.get("pretrained") or {}
+        accuracy = pretrained.get("test_accuracy")
+        shipped = f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else "-"
+        if pretrained and shipped_note(pretrained):
+            shipped += " (sample)"
+        out.append(f"| [`{meta['name']}`]({meta['name']}.md) | {meta.get('dataset', '-')} | "
+                   f"{_number(meta.get('params'))} | {_paper_number(meta)} | {shipped} | "
+                   f"{meta.get('provenance', '-')} | `{meta.get('family', '-')}` |")
+    out += ["", "\"(sample)\": measured on the 1,000 test digits of the 5,000-digit MNIST sample "
+            "that installs offline here, not on the full MNIST the paper's number is for.", "",
+            "Provenance: **CODE** read from the authors' released files; **DERIVED** follows "
+            "from the authors' code or the paper by arithmetic; **RECON** reconstructed to fit "
+            "the published layer and parameter counts ([where the architectures come from]"
+            "(../about/architectures.md)).", ""]
+    return "\n".join(out)
+
+
+def cli_reference() -> str:
+    """Every command's `--help`, from the parsers themselves."""
+    from highway_zoo.cli import COMMANDS, build_parser
+
+    out = ["# Command-line reference", "",
+           "Generated from the parsers (`highway_zoo.cli.build_parser`): what "
+           "`highway-zoo COMMAND --help` prints. [The command line](commands.md) explains "
+           "the conventions every command shares.", "", "```text",
+           build_parser().format_help().rstrip(), "```", ""]
+    for command in COMMANDS:
+        parser = build_parser(command)
+        sub = next(a for a in parser._actions if a.dest == "command")
+        out += [f"## `{command}`", "", "```text",
+                sub.choices[command].format_help().rstrip(), "```", ""]
+    return "\n".join(out)

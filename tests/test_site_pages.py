@@ -1,0 +1,81 @@
+"""The site's generated pages against the registry: every registered model has a card whose
+numbers are the registry's and the built model's; a card survives metadata it does not know;
+the models index and the command-line reference cover everything there is."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import zoo
+from highway_zoo import cli, site_pages
+
+NAMES = zoo.list_models()
+
+
+def _params_on(card: str) -> int:
+    found = re.search(r"\| parameters \(computed from the built model\) \| ([\d,]+) \|", card)
+    assert found, "no parameter count on the card"
+    return int(found.group(1).replace(",", ""))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_registered_model_has_a_card_with_its_numbers(name):
+    meta = zoo.describe(name)
+    card = site_pages.model_card(meta)
+    assert card.startswith(f"# {name}\n")
+    assert _params_on(card) == meta["params"]
+    assert f'zoo.load("{name}"' in card and "## Cite" in card
+    for key in site_pages.paper_numbers(meta):
+        assert f"| {key.removeprefix('paper_').replace('_', ' ')} |" in card, key
+    pretrained = meta.get("pretrained")
+    if pretrained:
+        assert pretrained["sha256"] in card and 'weights="default"' in card
+        assert f"{pretrained['test_accuracy']:.4f}" in card
+    else:
+        assert "ships without weights" in card
+
+
+SMALL = [n for n in NAMES if zoo.describe(n)["params"] < 300_000]
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_the_card_counts_what_the_built_model_has(name):
+    # Every model's registry count is checked against its built model in test_zoo.py; here
+    # the card against a build, for the small ones.
+    assert _params_on(site_pages.model_card(zoo.describe(name))) == \
+        zoo.load(name).count_params()
+
+
+def test_a_card_survives_metadata_it_does_not_know():
+    meta = {"name": "lstm_toy_ptb", "family": "char_lm", "input_shape": [None, 21],
+            "classes": 10000, "paper": "Kim, Jernite, Sontag & Rush 2016, Table 3",
+            "params": 5_310_115, "paper_params": "5M", "paper_perplexity": 92.3,
+            "paper_variant_perplexity": None, "a_new_key": {"nested": [1, None]},
+            "features": {"shape": [None, 300], "pooled_shape": None}}
+    card = site_pages.model_card(meta)
+    assert "`(None, 21)`" in card and "`(None, 300)`" in card
+    assert "| perplexity | 92.3 |" in card and "variant perplexity" not in card
+    assert "a_new_key" in card and "@inproceedings{kim2016character" in card
+    assert "ships without weights" in card and "pooling=" not in card
+    bare = site_pages.model_card({"name": "bare", "params": 10})
+    assert bare.startswith("# bare\n") and "reports no number" in bare
+    assert site_pages.shape([50]) == "(50,)" and site_pages.shape(None) == "-"
+
+
+def test_the_index_lists_every_model_and_notes_the_mnist_sample():
+    metas = [zoo.describe(n) for n in NAMES]
+    index = site_pages.models_index(metas)
+    rows = [line for line in index.splitlines() if line.startswith("| [`")]
+    assert [re.match(r"\| \[`([^`]+)`\]\(\1\.md\)", r).group(1) for r in rows] == NAMES
+    sample = [r for r in rows if "(sample)" in r]
+    assert sample and all("_mnist`]" in r and "fashion" not in r for r in sample)
+    assert 'id="model-filter"' in index
+
+
+def test_the_cli_reference_has_every_command_from_its_parser():
+    text = site_pages.cli_reference()
+    for command in cli.COMMANDS:
+        assert f"## `{command}`" in text and f"usage: highway-zoo {command}" in text
+    assert "--version" in text
