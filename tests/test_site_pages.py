@@ -79,3 +79,14 @@ def test_the_cli_reference_has_every_command_from_its_parser():
     for command in cli.COMMANDS:
         assert f"## `{command}`" in text and f"usage: highway-zoo {command}" in text
     assert "--version" in text
+
+
+def test_zoo_save_refuses_a_model_that_is_not_a_zoo_model_in_one_line(tmp_path):
+    import keras
+
+    body = zoo.load("highway_fc10_mnist", include_top=False)
+    model = keras.Sequential([body, keras.layers.Dense(5, activation="softmax")])
+    with pytest.raises(ValueError, match=r"^zoo.save saves a zoo model .* Received: a "
+                                         r"Sequential\. .*model\.save\('model\.keras'\)"):
+        zoo.save(model, tmp_path / "preset")
+    assert not (tmp_path / "preset").exists()  # nothing written half-way

@@ -59,6 +59,11 @@ def save(
     Returns:
         The directory.
     """
+    if not all(hasattr(model, a) for a in ("architecture", "overrides", "metadata")):
+        raise ValueError(
+            "zoo.save saves a zoo model (one that zoo.load returned), whose architecture it "
+            f"records. Received: a {type(model).__name__}. Save any other Keras model with "
+            "model.save('model.keras'), or zoo.save the zoo model inside it.")
     directory = Path(directory)
     digest = save_weights(model, directory / WEIGHTS_FILE)
     record = {
