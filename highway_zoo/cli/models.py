@@ -14,6 +14,7 @@ def _list_arguments(p) -> None:
 
 def list_models(args) -> None:
     import zoo
+    from highway_zoo.site_pages import shipped_note
 
     names = zoo.list_models(args.pattern, pretrained=args.pretrained)
     if not names:
@@ -23,10 +24,13 @@ def list_models(args) -> None:
           f"{'tag':7s} dataset")
     for name in names:
         m = zoo.describe(name)
-        paper = f"{m['paper_accuracy']:.2f}" if m["paper_accuracy"] else "-"
-        ours = f"{100 * m['pretrained']['test_accuracy']:.2f}" if m["pretrained"] else "-"
+        paper = f"{m['paper_accuracy']:.2f}" if m.get("paper_accuracy") else "-"
+        ours = f"{100 * m['pretrained']['test_accuracy']:.2f}" if m.get("pretrained") else "-"
+        # The MNIST sample's 1,000 test digits are not the paper's full-MNIST test set.
+        note = ("  (shipped acc: MNIST sample, not the full MNIST)"
+                if m.get("pretrained") and shipped_note(m["pretrained"]) else "")
         print(f"{name:30s} {m['params']:>10,d} {paper:>11s} {ours:>13s}  "
-              f"{m['provenance']:7s} {m['dataset']}")
+              f"{m.get('provenance', '-'):7s} {m.get('dataset', '-')}{note}")
 
 
 def _describe_arguments(p) -> None:
