@@ -117,10 +117,11 @@ def parameter_count(*, char_vocab_size, char_embedding_dim, filters, kernel_size
 
 
 _PTB = dict(
-    # 35 BPTT steps; words of up to 21 characters with the start and end markers (the longest
-    # word of PTB's valid set has 19); 51 character ids (Kim's PTB vocabulary: padding, start,
-    # end, '|' for <unk>, '+' for the end of a sentence, the text's characters); 10,000 words.
-    input_shape=(35, 21), classes=10_000, char_vocab_size=51, char_embedding_dim=15,
+    # Any number of steps (training feeds 35); words of up to 21 characters with the start and
+    # end markers (the longest word of PTB's valid set has 19); 51 character ids (Kim's PTB
+    # vocabulary: padding, start, end, '|' for <unk>, '+' for the end of a sentence, the
+    # text's characters); 10,000 words.
+    input_shape=(None, 21), classes=10_000, char_vocab_size=51, char_embedding_dim=15,
     transform_bias=-2.0, variant="coupled", lstm_layers=2, dropout=0.5, init_scale=0.05,
 )
 _COMMON = dict(

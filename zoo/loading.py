@@ -197,11 +197,33 @@ def _keras_keys(model) -> dict[str, Any]:
     return keys
 
 
+def _nested(model) -> bool:
+    """Whether a weighted layer of `model` holds layers of its own (an LSTM's cell, the
+    CharCNNEmbedder's convolutions): Keras files keep their variables in sub-groups."""
+    return any(layer.weights and getattr(layer, "_layers", None) for layer in model.layers)
+
+
+def _read_through_keras(path, model) -> dict[str, list[np.ndarray]]:
+    """`read_layer_weights` for networks of nested layers: Keras reads the file into `model`
+    (the network it was saved from), which then gives each layer's arrays."""
+    try:
+        model.load_weights(path)
+    except ValueError as err:
+        raise WeightsMismatchError(
+            f"Cannot load {path} into {_describe(model)}: {str(err).splitlines()[0]} Pass the "
+            "overrides the weights were trained with (variant, highway_layers, ...)."
+        ) from None
+    return {layer.name: layer.get_weights() for layer in model.layers if layer.weights}
+
+
 def read_layer_weights(path: str | os.PathLike, model) -> dict[str, list[np.ndarray]]:
     """The arrays of each weighted layer in the `.weights.h5` at `path`, by the layer names
     of `model`, the network the file was saved from. A file holding other layers than
     `model`'s is refused, naming how many of each kind either has."""
     import h5py
+
+    if _nested(model):
+        return _read_through_keras(path, model)
 
     keys = _keras_keys(model)
     with h5py.File(path, "r") as f:
@@ -305,8 +327,12 @@ def load_into(model: HighwayZooModel, source: WeightsSource, user_overrides=None
     if unused:
         raise _mismatch(source, model, f"the weights hold layers the network lacks, "
                         f"{_name_range(unused)}{_depths(arrays, model)}")
+    nested = _nested(source_model)  # then the arrays are each layer's get_weights()
     for layer, values in plan:
-        layer.load_own_variables({str(i): v for i, v in enumerate(values)})
+        if nested:
+            layer.set_weights(values)
+        else:
+            layer.load_own_variables({str(i): v for i, v in enumerate(values)})
     if fresh:
         warnings.warn(
             f"{_describe(model)}: loaded every body weight from {source.label}; "

@@ -125,13 +125,45 @@ def _variants_arguments(p) -> None:
                    help="the recipe's base learning rate replaced (default: adam_fc's 5e-3)")
     p.add_argument("--per-layer", action="store_true",
                    help="HighwayDense layers instead of one HighwayStack (same function)")
+    lm = p.add_argument_group(
+        "on a language model (Greff et al.'s own testbed): --corpus selects it; depths, "
+        "widths, dataset, activation, init and learning rate do not apply")
+    lm.add_argument("--corpus", metavar="DIR", help="a text in Mikolov's format "
+                    "(`highway-zoo prepare-text`): train the variants in --model on it")
+    lm.add_argument("--model", default=None, metavar="NAME",
+                    help="the language model (default lstm_char_small_ptb); Residual gets "
+                    "twice its highway layers, as in the paper")
+    lm.add_argument("--max-train-tokens", type=positive, metavar="N",
+                    help="train on the first N tokens of train.txt only")
     add_out(p, "output directory", "runs/variants-TIME", resumable=True)
     add_in_process(p)
+
+
+def _lm_variants(args) -> None:
+    from training.experiments.lm_variants import lm_variants_study
+
+    defaults = {"depths": [10, 20, 50, 100], "max_train_examples": None,
+                "max_test_examples": None, "transform_bias": -2.0, "learning_rate": None,
+                "per_layer": False}
+    given = [k for k, v in defaults.items() if getattr(args, k, v) not in (v, tuple(v or ()))]
+    if given:
+        raise ValueError(f"--{given[0].replace('_', '-')} applies to the FC nets; with --corpus "
+                         "the study trains a language model (its own recipe and layout).")
+    lm_variants_study(args.corpus, model=args.model or "lstm_char_small_ptb",
+                      variants=args.variants, seeds=args.seeds, epochs=args.epochs,
+                      max_train_tokens=args.max_train_tokens, out=args.out,
+                      isolate=not args.in_process)
 
 
 def variants(args) -> None:
     from training.experiments.variants import variants_study
 
+    if args.corpus is not None:
+        _lm_variants(args)
+        return
+    if args.model is not None or args.max_train_tokens is not None:
+        raise ValueError("--model and --max-train-tokens need --corpus (the language-model "
+                         "study).")
     variants_study(
         args.variants, args.depths, args.seeds, modes=args.widths, dataset=args.dataset,
         data_dir=args.data_dir, max_train_examples=args.max_train_examples,

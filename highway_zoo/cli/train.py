@@ -8,7 +8,8 @@ from highway_zoo.cli.args import add_data_dir, add_dataset, add_seed, finite, po
 
 # Flags that become architecture overrides (dest -> type).
 OVERRIDE_FLAGS = {"depth": positive, "width": positive, "transform_bias": finite,
-                  "activation": str, "variant": str, "classes": positive, "dropout": rates}
+                  "activation": str, "variant": str, "classes": positive, "dropout": rates,
+                  "highway_layers": positive}
 _OVERRIDE_HELP = {
     "depth": "FC nets: layers in all, the stem counted (depth N: a stem layer and N-1 "
              "highway layers, as the papers count)",
@@ -18,7 +19,8 @@ _OVERRIDE_HELP = {
     "variant": "coupled, full, c_only, t_only, residual or plain (Greff et al. 2017)",
     "classes": "number of classes (a fresh classifier)",
     "dropout": "MNIST conv nets: every dropout layer's rate, or one per layer (input and "
-               "after stages 1-3: 0.2,0.3,0.4,0.5 as released)",
+               "after stages 1-3: 0.2,0.3,0.4,0.5 as released); language models: one rate",
+    "highway_layers": "language models: highway layers after the character CNN",
 }
 
 
@@ -50,6 +52,11 @@ def _arguments(p) -> None:
     p.add_argument("name", help="architecture name (highway-zoo list)")
     add_dataset(p)
     add_data_dir(p)
+    p.add_argument("--corpus", metavar="DIR", help="language models (lstm_char_*): a text in "
+                   "Mikolov's format, train.txt / valid.txt / test.txt or ptb.*.txt "
+                   "(`highway-zoo prepare-text`)")
+    p.add_argument("--max-train-tokens", type=positive, metavar="N",
+                   help="language models: train on the first N tokens of train.txt only")
     p.add_argument("--out", metavar="DIR", help="run directory: new, empty, or an interrupted "
                    "run of the same configuration, which is resumed (default runs/NAME-TIME)")
     add_seed(p)
@@ -79,6 +86,14 @@ def train(args) -> None:
 
     if args.cpu_devices is not None:
         distribute.set_cpu_devices(args.cpu_devices)  # before anything starts TensorFlow
+    import zoo
+
+    if zoo.describe(args.name)["family"] == "char_lm":
+        print(json.dumps(_train_language_model(args), indent=2))
+        return
+    if args.corpus is not None or args.max_train_tokens is not None:
+        raise ValueError(f"--corpus and --max-train-tokens are for the language models; "
+                         f"{args.name} trains on --dataset.")
     from training import train as train_
 
     metrics = train_(
@@ -90,6 +105,28 @@ def train(args) -> None:
         **overrides(args),
     )
     print(json.dumps(metrics, indent=2))
+
+
+def _train_language_model(args) -> dict:
+    from training.language_model import train_lm
+    from training.recipes import recipe_overrides
+
+    if args.corpus is None:
+        raise ValueError(f"{args.name} is a language model: give it a text with --corpus DIR "
+                         "(train.txt, valid.txt, test.txt; `highway-zoo prepare-text "
+                         "shakespeare --out DIR` makes one).")
+    if args.dataset is not None or args.strategy != "default":
+        raise ValueError("--dataset and --strategy are for the image networks; a language "
+                         "model takes --corpus and trains on one device.")
+    lm_overrides = overrides(args)
+    if isinstance(lm_overrides.get("dropout"), (list, tuple)):
+        if len(lm_overrides["dropout"]) != 1:
+            raise ValueError("--dropout: a language model takes one rate.")
+        lm_overrides["dropout"] = lm_overrides["dropout"][0]
+    return train_lm(args.name, args.corpus, out=args.out, seed=args.seed, recipe=args.recipe,
+                    recipe_overrides=recipe_overrides(args),
+                    max_train_tokens=args.max_train_tokens,
+                    verbose=0 if args.verbose == "0" else 1, **lm_overrides)
 
 
 COMMANDS = {"train": (_arguments, train)}

@@ -1,0 +1,239 @@
+"""The character-aware language models (Kim et al. 2016): counts, training, perplexity, resume,
+the Table 1a study on a language model, and bad input."""
+
+import json
+import math
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+import zoo
+from layers import VARIANTS
+from training.data.text import bptt_batches, load_corpus
+from training.language_model import next_learning_rate, train_lm
+
+SMALL = "lstm_char_small_ptb"
+FAST = {"lstm_units": 24}  # the registered CNN and highway layers; a narrow LSTM
+# Kim's optimiser on smaller batches (more updates per epoch of a tiny text), no rate decay:
+# a plateau of 1 perplexity point means little at perplexities near 10.
+SHORT = {"batch_size": 5, "bptt_steps": 10, "lr_plateau_decay": None}
+
+
+def write_corpus(directory, lines=(700, 110, 110), seed=0):
+    """A tiny corpus with structure to learn: determiner, adjective, noun, verb, determiner,
+    noun; nouns and verbs agree in number."""
+    rng = np.random.default_rng(seed)
+    nouns = {"s": ["cat", "dog", "bird", "horse"], "p": ["cats", "dogs", "birds", "horses"]}
+    verbs = {"s": ["sees", "likes", "chases"], "p": ["see", "like", "chase"]}
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, n in zip(("train", "valid", "test"), lines):
+        text = []
+        for _ in range(n):
+            number = "s" if rng.random() < 0.5 else "p"
+            det = "a" if number == "s" else "some"
+            adjective = rng.choice(["big", "small", "red", "old"])
+            text.append(f"{det} {adjective} {rng.choice(nouns[number])} "
+                        f"{rng.choice(verbs[number])} the {rng.choice(nouns['s'] + nouns['p'])}")
+        (directory / f"{name}.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
+    return directory
+
+
+def _kim_count(emb_vocab, filters, widths, highway_layers, branches, units, words):
+    """Kim et al.'s layout counted by hand: character table, convolutions (kernel w x 15 x f
+    plus f biases), highway layers (branches x (d^2 + d)), two LSTMs (4 gates x (inputs +
+    units + 1) x units), softmax (units x words + words)."""
+    d = sum(filters)
+    cnn = sum(w * 15 * f + f for w, f in zip(widths, filters))
+    lstm = 4 * units * (d + units + 1) + 4 * units * (units + units + 1)
+    return emb_vocab * 15 + cnn + highway_layers * branches * (d * d + d) + lstm \
+        + units * words + words
+
+
+def test_registered_counts_by_formula_and_the_papers():
+    large = _kim_count(51, (50, 100, 150, 200, 200, 200, 200), range(1, 8), 2, 2, 650, 10_000)
+    small = _kim_count(51, (25, 50, 75, 100, 125, 150), range(1, 7), 1, 2, 300, 10_000)
+    assert (large, small) == (19_367_965, 5_310_115)  # ../shared/specs §13, stock Keras layers
+    for name, count, paper in ((SMALL, small, 5e6), ("lstm_char_large_ptb", large, 19e6)):
+        assert zoo.describe(name)["params"] == count
+        assert zoo.load(name).count_params() == count
+        assert abs(count / paper - 1) < 0.07  # Kim et al.'s "5M" and "19M"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_is_one_override_with_its_count(variant):
+    from zoo.char_lm import parameter_count
+
+    layers = 2 if variant == "residual" else 1
+    model = zoo.load(SMALL, variant=variant, highway_layers=layers, classes=50, **FAST)
+    branches = {"coupled": 2, "full": 3, "c_only": 2, "t_only": 2, "residual": 1, "plain": 1}
+    expected = _kim_count(51, (25, 50, 75, 100, 125, 150), range(1, 7), layers,
+                          branches[variant], 24, 50)
+    assert model.count_params() == expected
+    args = {**zoo.describe(SMALL)["architecture_args"], "variant": variant,
+            "highway_layers": layers, "classes": 50, **FAST}
+    assert parameter_count(**args) == expected
+    embedder = model.get_layer("embedder")
+    assert [h.variant for h in embedder.highways] == [variant] * layers
+
+
+def test_include_top_false_gives_the_embedders_features():
+    features = zoo.load(SMALL, include_top=False)
+    chars = np.zeros((2, 5, 21), "int32")
+    chars[:, :, :3] = [1, 7, 2]
+    out = keras.ops.convert_to_numpy(features(chars))
+    assert out.shape == (2, 5, 525) == (2, 5, *zoo.describe(SMALL)["features"]["shape"][1:])
+
+
+def test_kims_learning_rate_rule():
+    recipe = {"lr_plateau_decay": 0.5, "lr_plateau_min_improvement": 1.0}
+    # Epochs 1-2 never decay (main.lua checks from the third validation on); then a drop of
+    # 5 keeps the rate, a drop of 0.5 halves it, a rise halves it.
+    assert next_learning_rate(recipe, [300.0], 1.0) == 1.0
+    assert next_learning_rate(recipe, [300.0, 299.9], 1.0) == 1.0
+    assert next_learning_rate(recipe, [300.0, 200.0, 195.0], 1.0) == 1.0
+    assert next_learning_rate(recipe, [300.0, 200.0, 199.5], 1.0) == 0.5
+    assert next_learning_rate(recipe, [300.0, 200.0, 201.0], 0.5) == 0.25
+    assert next_learning_rate({**recipe, "lr_plateau_decay": None}, [3.0, 2.0, 2.0], 1.0) == 1.0
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "run"
+    metrics = train_lm(SMALL, corpus, out=out, recipe="quick", epochs=3, seed=0, verbose=0,
+                       recipe_overrides=SHORT, **FAST)
+    return out, metrics
+
+
+def test_short_training_lowers_validation_perplexity(trained, corpus):
+    out, metrics = trained
+    history = json.loads((out / "history.json").read_text())
+    text = load_corpus(corpus)
+    counts = np.bincount(text.train.words, minlength=len(text.words)) + 1.0
+    unigram = math.exp(-np.mean(np.log((counts / counts.sum())[text.valid.words])))
+    first, last = history[0]["val_perplexity"], history[-1]["val_perplexity"]
+    # Learned the context: well below its first epoch and below the best context-free guess
+    # (the training words' frequencies, add-one smoothed).
+    assert last < first - 3 and last < 0.8 * unigram
+    for entry in history:
+        assert entry["perplexity"] == pytest.approx(math.exp(entry["loss"]), rel=1e-9)
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "finished" and run["recipe"]["name"] == "kim_char_lm_quick"
+    assert json.loads((out / "metrics.json").read_text())["test_perplexity"] == \
+        metrics["test_perplexity"]
+    assert not (out / "checkpoint").exists()
+    assert any((out / "tensorboard").iterdir())
+
+
+def test_test_perplexity_is_exp_of_mean_cross_entropy(trained, corpus):
+    """Recomputed outside the trainer: the preset's weights in a stateful net fed the test
+    split's contiguous batches, softmax and cross-entropy in NumPy, exp of the mean."""
+    out, metrics = trained
+    preset = zoo.load(str(out))
+    text = load_corpus(corpus, max_word_length=preset.metadata["input_shape"][1])
+    x, y = bptt_batches(text.test, 5, 10)
+    stateful = zoo.load(SMALL, **{**preset.overrides, "stateful": True, "batch_size": 5})
+    stateful.set_weights(preset.get_weights())
+    losses = []
+    for k in range(len(x) // 5):
+        logits = keras.ops.convert_to_numpy(stateful(x[k * 5:(k + 1) * 5], training=False))
+        logits = logits - logits.max(axis=-1, keepdims=True)
+        log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+        target = y[k * 5:(k + 1) * 5]
+        losses.append(-np.take_along_axis(log_probs, target[..., None], -1)[..., 0])
+    assert metrics["test_perplexity"] == pytest.approx(math.exp(np.mean(losses)), rel=1e-4)
+    # Without the states carried between batches the number differs: the check can fail.
+    for layer in stateful.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_state()
+    assert preset.metadata["classes"] == len(text.words)
+
+
+def test_resume_after_interruption_repeats_the_uninterrupted_run(corpus, tmp_path,
+                                                                 monkeypatch):
+    from training import language_model
+
+    kwargs = dict(recipe="quick", epochs=3, seed=1, verbose=0, max_train_tokens=1500,
+                  recipe_overrides=SHORT, **FAST)
+    whole = train_lm(SMALL, corpus, out=tmp_path / "whole", **kwargs)
+
+    real = language_model._scalars
+
+    def killed_after_second_epoch(directory, epoch, values):
+        real(directory, epoch, values)
+        if epoch == 1:
+            raise KeyboardInterrupt  # after epoch 2's checkpoint and history
+
+    monkeypatch.setattr(language_model, "_scalars", killed_after_second_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        train_lm(SMALL, corpus, out=tmp_path / "split", **kwargs)
+    assert json.loads((tmp_path / "split" / "run.json").read_text())["status"] == "running"
+    monkeypatch.setattr(language_model, "_scalars", real)
+    resumed = train_lm(SMALL, corpus, out=tmp_path / "split", **kwargs)
+
+    assert resumed["test_perplexity"] == pytest.approx(whole["test_perplexity"], rel=1e-6)
+    a = json.loads((tmp_path / "whole" / "history.json").read_text())
+    b = json.loads((tmp_path / "split" / "history.json").read_text())
+    assert [e["val_perplexity"] for e in b] == pytest.approx(
+        [e["val_perplexity"] for e in a], rel=1e-6)
+    run = json.loads((tmp_path / "split" / "run.json").read_text())
+    assert run["resumed"][0]["epoch"] == 2
+
+
+def test_lm_variants_study_end_to_end(corpus, tmp_path):
+    from training.experiments.lm_variants import lm_variants_study
+
+    out = tmp_path / "study"
+    results = lm_variants_study(corpus, variants=("coupled", "residual"), seeds=1, epochs=1,
+                                recipe="quick", out=out, isolate=False)
+    by_variant = {r["variant"]: r for r in results["summary"]}
+    # Residual with twice the model's highway layers, as Greff et al. gave it 4 for 2.
+    assert by_variant["residual"]["highway_layers"] == 2
+    assert by_variant["coupled"]["highway_layers"] == 1
+    for run in results["runs"]:
+        metrics = json.loads((out / f"{run['variant']}_seed0" / "metrics.json").read_text())
+        assert by_variant[run["variant"]]["test_perplexity"]["mean"] == \
+            metrics["test_perplexity"]
+        built = zoo.load(str(out / f"{run['variant']}_seed0"))
+        assert run["params"] == built.count_params()
+    table = (out / "table.md").read_text()
+    assert "| residual | 2 |" in table and "91.32" in table
+    assert (out / "perplexity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Run again: the finished runs are kept, not trained again.
+    again = lm_variants_study(corpus, variants=("coupled", "residual"), seeds=1, epochs=1,
+                              recipe="quick", out=out, isolate=False)
+    assert again["summary"] == results["summary"]
+
+
+def test_bad_input_is_refused_before_anything_is_written(corpus, tmp_path):
+    with pytest.raises(ValueError, match="line 2: the word .horses. has 6 characters"):
+        train_lm(SMALL, corpus, out=tmp_path / "short", input_shape=(None, 5), verbose=0)
+    with pytest.raises(FileNotFoundError):
+        train_lm(SMALL, tmp_path / "nowhere", out=tmp_path / "none", verbose=0)
+    with pytest.raises(ValueError, match="classes"):
+        train_lm(SMALL, corpus, out=tmp_path / "classes", classes=7, verbose=0)
+    assert not any(tmp_path.glob("short*")) and not (tmp_path / "none").exists() \
+        and not (tmp_path / "classes").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", SMALL], "--corpus DIR"),
+    (["train", SMALL, "--corpus", "/nonexistent/corpus"], "/nonexistent/corpus"),
+    (["train", "highway_fc10_mnist", "--corpus", "x"], "language models"),
+])
+def test_cli_refuses_in_one_line(argv, message, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "highway_zoo", *argv, "--out",
+                           str(tmp_path / "run")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2, proc.stderr
+    # TensorFlow's own start-up notices aside (the train parser still imports Keras), one line.
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("highway-zoo")]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, \
+        proc.stderr
+    assert not (tmp_path / "run").exists()
