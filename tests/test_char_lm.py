@@ -237,3 +237,14 @@ def test_cli_refuses_in_one_line(argv, message, tmp_path):
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, \
         proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_throughput_bench_compares_the_same_net(tmp_path):
+    from highway_zoo.bench import language_model as bench
+
+    result = bench.run(SMALL, repeats=1, steps=1, batch=2, seq=4, lstm_units=8, classes=40)
+    # The stock net is Kim's layout too: the same parameters, or run() refuses to compare.
+    assert result["params"] == zoo.load(SMALL, lstm_units=8, classes=40).count_params()
+    assert result["zoo_tokens_per_second"] > 0 and result["stock_tokens_per_second"] > 0
+    assert result["ratio_zoo_over_stock"] == pytest.approx(
+        result["zoo_runs"][0] / result["stock_runs"][0])
