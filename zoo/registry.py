@@ -23,7 +23,8 @@ from zoo.recipes import RECIPES
 
 # Provenance tags of ../shared/specs/architectures.md.
 PROVENANCE = {
-    "CODE": "read from the authors' released Caffe files",
+    "CODE": "read from the authors' released code (their Caffe files; Kim et al.'s Torch code "
+    "for the language models)",
     "DERIVED": "follows from the authors' code or the paper by arithmetic",
     "RECON": "reconstructed to fit the published layer and parameter counts; "
     "not confirmed by any source",
