@@ -101,6 +101,14 @@ class BNHighwayBlock(keras.layers.Layer):
         activity_regularizer: Regularizer applied to the output of the layer.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
+    Masking: not supported (`supports_masking` is False), as in Keras's
+    `Conv2D` -> `BatchNormalization`: the convolutions mix neighbouring positions, and with
+    `strides` the output's positions are not the input's, so no mask of the input holds for
+    the output; a mask reaching the block is dropped (Keras warns that it "will destroy the
+    mask"). `keras.layers.BatchNormalization` would take a mask for its statistics, but
+    behind a Conv2D none reaches it: the block's batch normalisations, likewise, take their
+    statistics over every position.
+
     Input shape:
         4-D tensor `(batch_size, rows, cols, channels)` if `data_format="channels_last"`,
         or `(batch_size, channels, rows, cols)` if `"channels_first"`; channels defined.

@@ -12,6 +12,13 @@ class CaffeImageNetPreprocessing(keras.layers.Layer):
     model takes raw pixels. Registered as `"highway_zoo>CaffeImageNetPreprocessing"` (it was
     defined in `zoo/heads.py` before, under the same name: older `.keras` files load).
 
+    Masking: as `keras.layers.Normalization` and `Rescaling`, which it is one of (a fixed
+    per-channel shift): each position is computed from itself alone, so an incoming mask is
+    passed on unchanged and padded positions change no result at the unmasked ones.
+
+    Args:
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
     Input shape:
         `(batch_size, ..., 3)`, RGB channels last.
 
@@ -21,6 +28,13 @@ class CaffeImageNetPreprocessing(keras.layers.Layer):
 
     MEAN_BGR = (103.939, 116.779, 123.68)
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
     def call(self, inputs):
         bgr = keras.ops.flip(inputs, axis=-1)
         return bgr - keras.ops.convert_to_tensor(self.MEAN_BGR, dtype=bgr.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)

@@ -16,6 +16,14 @@ class GlobalContrastNormalization(keras.layers.Layer):
     close to 1 comes out. A constant image gives zeros (no NaN), thanks to `epsilon`. The
     statistics are computed in float32 at least, also under a float16 or bfloat16 policy.
 
+    Masking: as `keras.layers.BatchNormalization`, which takes its statistics over the
+    unmasked positions only. Given a mask with one entry per position (`inputs.shape[:-1]`,
+    as `Masking` and `Embedding(mask_zero=True)` make), each example's mean and variance are
+    those of its unmasked positions (all their features), so padded time steps change no
+    result at the unmasked ones; masked positions are normalised with the same statistics,
+    for the next layer to ignore. The mask is passed on unchanged. An example with every
+    position masked is normalised with mean 0 and variance 0.
+
     Args:
         epsilon: Positive float added to the variance. Defaults to 1e-8.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
@@ -48,14 +56,32 @@ class GlobalContrastNormalization(keras.layers.Layer):
         super().__init__(**kwargs)
         self.epsilon = float(epsilon)
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
+        self.supports_masking = True
 
-    def call(self, inputs):
+    def call(self, inputs, mask=None):
         dtype = self.compute_dtype
         stats_dtype = "float32" if dtype in ("float16", "bfloat16") else dtype
         x = ops.cast(inputs, stats_dtype)
         axes = tuple(range(1, len(x.shape)))
-        centred = x - ops.mean(x, axis=axes, keepdims=True)
-        variance = ops.mean(ops.square(centred), axis=axes, keepdims=True)
+        if mask is None:
+            centred = x - ops.mean(x, axis=axes, keepdims=True)
+            variance = ops.mean(ops.square(centred), axis=axes, keepdims=True)
+            return ops.cast(centred * ops.rsqrt(variance + self.epsilon), dtype)
+        if len(mask.shape) != len(x.shape) - 1:
+            raise ValueError(
+                "GlobalContrastNormalization takes a mask with one entry per position, one "
+                "dimension less than its inputs (as BatchNormalization). Received: "
+                f"mask.shape={tuple(mask.shape)}, inputs.shape={tuple(x.shape)}"
+            )
+        # Statistics of the unmasked positions only (as BatchNormalization's), so that padding
+        # changes nothing at them; `where`, not a product, so padding holding inf or NaN cannot
+        # leak in. An example with nothing unmasked gets zero statistics, not 0 / 0.
+        kept = ops.broadcast_to(ops.expand_dims(ops.cast(mask, "bool"), -1), ops.shape(x))
+        count = ops.maximum(ops.sum(ops.cast(kept, stats_dtype), axis=axes, keepdims=True), 1.0)
+        mean = ops.sum(ops.where(kept, x, 0.0), axis=axes, keepdims=True) / count
+        centred = x - mean
+        variance = ops.sum(ops.where(kept, ops.square(centred), 0.0), axis=axes,
+                           keepdims=True) / count
         return ops.cast(centred * ops.rsqrt(variance + self.epsilon), dtype)
 
     def compute_output_shape(self, input_shape):

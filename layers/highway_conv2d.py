@@ -84,6 +84,11 @@ class HighwayConv2D(HighwayBase):
         bias_constraint: Constraint applied to the fused `bias`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
+    Masking: not supported, as `keras.layers.Conv2D` does not support it
+    (`supports_masking` is False). A convolution mixes each position with its neighbours, so
+    padding would change the results at the unmasked positions beside it: a mask reaching
+    the layer is dropped (Keras warns that it "will destroy the mask"), as with Conv2D.
+
     Input shape:
         4-D tensor `(batch_size, rows, cols, channels)` if `data_format="channels_last"`,
         or `(batch_size, channels, rows, cols)` if `"channels_first"`; channels defined.

@@ -54,6 +54,11 @@ class HighwayDense(HighwayBase):
         bias_constraint: Constraint applied to the fused `bias`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
+    Masking: as `keras.layers.Dense`. Every position is computed from itself alone, so an
+    incoming mask (after `Embedding(mask_zero=True)` or `Masking`, say) is passed on unchanged
+    to the next layer, and padded time steps change no result at the unmasked ones. The
+    outputs at masked positions are computed all the same, for the next layer to ignore.
+
     Input shape:
         N-D tensor with shape `(batch_size, ..., d)`, `d` defined.
 
@@ -110,6 +115,8 @@ class HighwayDense(HighwayBase):
             **kwargs,
         )
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
+        # Each position is computed from itself alone, so a padding mask stays valid: pass it on.
+        self.supports_masking = True
 
     def _branch_kernel_shape(self, channels):
         return (channels, channels)

@@ -168,6 +168,13 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
     `where` on its gates (a few percent of a layer's work). A function traced before the set
     changed keeps the old behaviour: run eagerly or trace afresh.
 
+    Masking: as `keras.layers.Dense` (and `HighwayDense`). Every layer maps each position
+    from itself alone, on every backend's fast path too (they run on the input reshaped to
+    `(-1, d)`, one row per position), so an incoming mask is passed on unchanged and padded
+    time steps change no result at the unmasked ones (nor, behind a layer that masks them,
+    such as an LSTM, any gradient). The per-layer analyses (`transform_gates` & co.,
+    `mean_transform_gates`) take no mask: they see padded positions as any other.
+
     Args:
         depth: Number of highway layers, >= 1.
         activation: Activation of the block state H. Defaults to `"tanh"`.
@@ -233,6 +240,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         self.lesioned_layers = set()
         self.hand_written_backward = True
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
+        # Every fast path maps rows of (-1, d) independently: a padding mask stays valid.
+        self.supports_masking = True
 
     def build(self, input_shape):
         d = input_shape[-1]

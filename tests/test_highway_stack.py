@@ -335,7 +335,7 @@ def test_initialisation_matches_per_layer_statistics():
 
 def test_layer_battery(tmp_path):
     run_layer_battery(lambda: HighwayStack(3, variant="coupled"), (4, 8),
-                      [(3, 8, 16), (3, 16)], tmp_path)
+                      [(3, 8, 16), (3, 16)], tmp_path, masking_input_shape=(3, 5, 8))
 
 
 def test_rejects_bad_arguments():

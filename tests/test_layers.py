@@ -4,9 +4,19 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from layer_test_helper import run_layer_battery
+from layer_test_helper import _check_mixed_precision, character_ids, run_layer_battery
 
-from layers import VARIANTS, GlobalContrastNormalization, HighwayConv2D, HighwayDense
+import layers
+from layers import (
+    VARIANTS,
+    BNHighwayBlock,
+    CaffeImageNetPreprocessing,
+    CharCNNEmbedder,
+    GlobalContrastNormalization,
+    HighwayConv2D,
+    HighwayDense,
+    HighwayStack,
+)
 from layers._highway import combine
 
 # The branches each variant learns, in their order in the fused kernel (written out independently
@@ -366,37 +376,107 @@ FULL_ARGUMENTS = {
     "bias_constraint": keras.constraints.MaxNorm(10.0, axis=0),
 }
 
-# name: (make_layer, input_shape, weight shapes[, False: skip mixed precision])
+def _bn_weights(branches, c_in, filters, kernel=3, projection=False):
+    """BNHighwayBlock's weights with one convolution per stack, trainable ones first (Keras's
+    order): (names, shapes)."""
+    units = [(f"{b}1", kernel, c_in) for b in branches] + ([("shortcut", 1, c_in)]
+                                                          if projection else [])
+    trainable = [(f"{p}_{w}", shape) for p, k, c in units
+                 for w, shape in (("kernel", (k, k, c, filters)), ("gamma", (filters,)),
+                                  ("beta", (filters,)))]
+    moving = [(f"{p}_moving_{w}", (filters,)) for p, _, _ in units for w in ("mean", "variance")]
+    names, shapes = zip(*trainable, *moving)
+    return list(names), list(shapes)
+
+
+BN_IDENTITY = _bn_weights("ht", 4, 4)
+BN_PROJECTION = _bn_weights("ht", 3, 6, projection=True)
+SEQUENCE = (3, 5, 6)  # (batch, steps, features) of the masking check, for rank-2 cases
+
+CHARS = 9  # character ids of the CharCNNEmbedder case (character_ids' default): 1..8, 0 pads
+
+
+# The battery on every public layer of layers/__init__.py (test below). name: keyword arguments
+# of run_layer_battery, less tmp_path. masking=False where Keras's counterpart does not
+# support masking either (Conv2D), as each layer's docstring says.
 BATTERY = {
-    "dense_coupled": (lambda: HighwayDense(), (4, 6), [(6, 12), (12,)]),
-    "dense_full_all_arguments": (lambda: HighwayDense(**FULL_ARGUMENTS), (4, 6), [(6, 18), (18,)]),
-    "dense_residual_rank3": (lambda: HighwayDense(variant="residual"), (4, 3, 6), [(6, 6), (6,)]),
-    "conv_coupled": (
-        lambda: HighwayConv2D(3, filters=4, data_format="channels_last"),
-        (2, 5, 5, 4),
-        [(3, 3, 4, 8), (8,)],
-    ),
-    "conv_full_channels_first": (
-        lambda: HighwayConv2D(3, data_format="channels_first", **FULL_ARGUMENTS),
-        (2, 4, 5, 5),
-        [(3, 3, 4, 12), (12,)],
-        False,  # TensorFlow's CPU Conv2D has no float16 NCHW kernel
-    ),
-    "conv_c_only": (
-        lambda: HighwayConv2D((1, 3), variant="c_only"),
-        (2, 4, 4, 3),
-        [(1, 3, 3, 6), (6,)],
-    ),
-    "gcn": (lambda: GlobalContrastNormalization(epsilon=1e-6), (3, 4, 4, 3), []),
+    "dense_coupled": dict(make_layer=lambda: HighwayDense(), input_shape=(4, 6),
+                          expected_weight_shapes=[(6, 12), (12,)], masking_input_shape=SEQUENCE),
+    "dense_full_all_arguments": dict(
+        make_layer=lambda: HighwayDense(**FULL_ARGUMENTS), input_shape=(4, 6),
+        expected_weight_shapes=[(6, 18), (18,)], masking_input_shape=SEQUENCE),
+    "dense_residual_rank3": dict(make_layer=lambda: HighwayDense(variant="residual"),
+                                 input_shape=(4, 3, 6), expected_weight_shapes=[(6, 6), (6,)]),
+    "stack_coupled_tanh": dict(  # each backend's fast path; TensorFlow's: a loop, then 1 layer
+        make_layer=lambda: HighwayStack(5, unroll=2), input_shape=(3, 4, 6),
+        expected_weight_shapes=[(5, 6, 12), (5, 12)]),
+    "stack_full_elu": dict(  # autodiff through each backend's loop
+        make_layer=lambda: HighwayStack(2, activation="elu", variant="full"),
+        input_shape=(4, 6), expected_weight_shapes=[(2, 6, 18), (2, 18)],
+        masking_input_shape=SEQUENCE),
+    "conv_coupled": dict(
+        make_layer=lambda: HighwayConv2D(3, filters=4, data_format="channels_last"),
+        input_shape=(2, 5, 5, 4), expected_weight_shapes=[(3, 3, 4, 8), (8,)], masking=False),
+    "conv_full_channels_first": dict(
+        make_layer=lambda: HighwayConv2D(3, data_format="channels_first", **FULL_ARGUMENTS),
+        input_shape=(2, 4, 5, 5), expected_weight_shapes=[(3, 3, 4, 12), (12,)],
+        mixed_precision=False,  # TensorFlow's CPU Conv2D has no float16 NCHW kernel
+        masking=False),
+    "conv_c_only": dict(make_layer=lambda: HighwayConv2D((1, 3), variant="c_only"),
+                        input_shape=(2, 4, 4, 3), expected_weight_shapes=[(1, 3, 3, 6), (6,)],
+                        masking=False),
+    "bn_block_identity": dict(
+        make_layer=lambda: BNHighwayBlock(4, kernel_sizes=(3,)), input_shape=(2, 5, 5, 4),
+        expected_weight_shapes=BN_IDENTITY[1], expected_weight_names=BN_IDENTITY[0],
+        masking=False),
+    "bn_block_projection": dict(
+        make_layer=lambda: BNHighwayBlock(6, kernel_sizes=(3,), strides=2),
+        input_shape=(2, 5, 5, 3), expected_output_shape=(2, 3, 3, 6),
+        expected_weight_shapes=BN_PROJECTION[1], expected_weight_names=BN_PROJECTION[0],
+        masking=False),
+    "gcn": dict(make_layer=lambda: GlobalContrastNormalization(epsilon=1e-6),
+                input_shape=(3, 4, 4, 3), expected_weight_shapes=[],
+                masking_input_shape=SEQUENCE),
+    "char_cnn_embedder": dict(  # over character ids; it masks padding words itself
+        make_layer=lambda: CharCNNEmbedder(char_vocab_size=CHARS, char_embedding_dim=3,
+                                           filters=(2, 3), kernel_sizes=(1, 2),
+                                           highway_layers=1),
+        input_shape=(3, 5, 4), make_input=character_ids, expected_output_shape=(3, 5, 5),
+        expected_weight_shapes=[(CHARS, 3), (1, 3, 2), (2,), (2, 3, 3), (3,), (5, 10), (10,)],
+        expected_weight_names=["embeddings", "kernel", "bias", "kernel", "bias", "kernel",
+                               "bias"],
+        mask_fronts=(None, "masking"),
+        mixed_precision=False),  # see test_char_cnn_embedder_under_mixed_precision
+    "caffe_preprocessing": dict(make_layer=CaffeImageNetPreprocessing, input_shape=(2, 4, 4, 3),
+                                expected_weight_shapes=[], masking_input_shape=(3, 5, 3)),
 }
 
 
 @pytest.mark.parametrize("case", BATTERY)
 def test_standard_battery(case, tmp_path):
-    make_layer, input_shape, weight_shapes, *mixed_precision = BATTERY[case]
-    run_layer_battery(
-        make_layer, input_shape, weight_shapes, tmp_path, mixed_precision=all(mixed_precision)
-    )
+    run_layer_battery(tmp_path=tmp_path, **BATTERY[case])
+
+
+@pytest.mark.xfail(strict=True, reason="CharCNNEmbedder's sub-layers (Embedding, Conv1D, "
+                   "HighwayDense) keep the global dtype policy when the embedder is made with "
+                   "dtype='mixed_float16': a float32 Mul meets a float16 tensor. Once fixed, "
+                   "this test passes (XPASS, strict: a failure): drop it and the battery "
+                   "case's mixed_precision=False.")
+def test_char_cnn_embedder_under_mixed_precision():
+    case = BATTERY["char_cnn_embedder"]
+    layer = case["make_layer"]()
+    x = character_ids(np.random.default_rng(0), case["input_shape"])
+    y = keras.ops.convert_to_numpy(layer(x))
+    _check_mixed_precision(layer, layer.get_config(), case["input_shape"], x, y)
+
+
+def test_the_battery_covers_every_public_layer():
+    # A layer exported from layers/ without a battery case fails here until it gets one.
+    public = {name for name in layers.__all__
+              if isinstance(getattr(layers, name), type)
+              and issubclass(getattr(layers, name), keras.layers.Layer)}
+    covered = {type(case["make_layer"]()).__name__ for case in BATTERY.values()}
+    assert public - covered == set(), "public layers without a battery case"
 
 
 def test_config_keeps_the_users_initializers():
