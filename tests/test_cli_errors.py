@@ -76,6 +76,8 @@ def test_bad_names_values_and_paths_are_one_line(capsys, tmp_path):
     _one_line_error(capsys, ["sweep", "--kinds", "highway,deep", "--out", str(tmp_path / "s")],
                     "argument --kinds: invalid choice: 'deep' (choose from highway, plain)")
     _one_line_error(capsys, ["tensorboard", str(tmp_path)], "No TensorBoard logs")
+    _one_line_error(capsys, ["tensorboard", str(tmp_path), "--port", "65536"],
+                    "expected a port from 0 to 65535. Received: '65536'")
     _one_line_error(capsys, ["export", FC], "would serve an untrained network")
     _one_line_error(capsys, ["export", FC, "--random-weights", "--version",
                              "99999999999999999999", "--base-dir", str(tmp_path / "e")],

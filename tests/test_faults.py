@@ -106,13 +106,16 @@ def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path
     run_dir = tmp_path / "run"
     # Enough epochs that the run is still going when the first step checkpoint appears and
     # the signal is sent, however fast the machine (with 1 epoch it could finish first).
-    command = [sys.executable, "-m", "highway_zoo", *TRAIN, "--epochs", "20", "--out",
-               str(run_dir)]
     # A child inherits an ignored SIGINT (pytest-xdist's workers ignore it), and Python then
-    # installs no KeyboardInterrupt handler: give the run the default a terminal gives it.
+    # installs no KeyboardInterrupt handler: the child installs the one a terminal gives it
+    # before it runs the command (not a preexec_fn: that forks this process, which may hold
+    # JAX's threads, and runs Python in the fork).
+    command = [sys.executable, "-c", "import runpy, signal; signal.signal(signal.SIGINT, "
+               "signal.default_int_handler); runpy.run_module('highway_zoo', "
+               "run_name='__main__', alter_sys=True)",
+               *TRAIN, "--epochs", "20", "--out", str(run_dir)]
     process = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               stderr=subprocess.PIPE, text=True)
     pointer = run_dir / "checkpoint" / "checkpoint.json"
     deadline = time.monotonic() + TIMEOUT
     while not pointer.exists() and time.monotonic() < deadline and process.poll() is None:
@@ -179,19 +182,39 @@ def _listening(port):
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _served_port(process, timeout=60):
+    """The port a TensorBoard child says it serves on ("TensorBoard 2.x at http://...:PORT/")."""
+    import re
+    import threading
+
+    found = []
+
+    def read():
+        for line in process.stderr:
+            match = re.search(r"TensorBoard \S+ at http://[^:]+:(\d+)/", line)
+            if match:
+                found.append(int(match.group(1)))
+                break
+        process.stderr.read()  # drain, so the child never blocks on a full pipe
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while not found:
+        assert time.monotonic() < deadline and process.poll() is None, "no server"
+        time.sleep(0.2)
+    return found[0]
+
+
 def test_sigterm_to_tensorboard_stops_its_server(tmp_path):
     (tmp_path / "tensorboard").mkdir()
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
+    # Port 0: TensorBoard binds a free port itself and says which (no port picked here and
+    # released for it, which another process could take meanwhile).
     process = subprocess.Popen(
-        [sys.executable, "-m", "highway_zoo", "tensorboard", str(tmp_path), "--port", str(port)],
-        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [sys.executable, "-m", "highway_zoo", "tensorboard", str(tmp_path), "--port", "0"],
+        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            assert time.monotonic() < deadline and process.poll() is None, "no server"
-            time.sleep(0.2)
+        port = _served_port(process)
+        assert _listening(port)
         process.terminate()  # SIGTERM, as a service manager stops it
         assert process.wait(timeout=60) == 0
         deadline = time.monotonic() + 10

@@ -208,15 +208,20 @@ def test_a_killed_search_resumes_keeping_finished_trials(tmp_path):
     assert _trial_ids(out) == ["0", "1", "2"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _reserved_port() -> socket.socket:
+    """A socket bound to a free port with SO_REUSEPORT and kept open: the chief's gRPC server
+    (SO_REUSEPORT by default) binds the same port beside it, while no other process can take
+    the port meanwhile. Only listening sockets take connections, so it never answers."""
+    reserved = socket.socket()
+    reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    reserved.bind(("127.0.0.1", 0))
+    return reserved
 
 
 def test_chief_and_two_workers_share_the_trials(tmp_path):
     out = tmp_path / "distributed"
-    port = str(_free_port())
+    reserved = _reserved_port()
+    port = str(reserved.getsockname()[1])
     procs = {}
     try:
         for tuner_id in ("chief", "worker0", "worker1"):
@@ -238,6 +243,7 @@ def test_chief_and_two_workers_share_the_trials(tmp_path):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             log.close()
+        reserved.close()
     logs = {t: (tmp_path / f"{t}.log").read_text() for t in procs}
     for tuner_id, (proc, _) in procs.items():
         assert proc.returncode == 0, f"{tuner_id}:\n{logs[tuner_id][-3000:]}"

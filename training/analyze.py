@@ -48,8 +48,8 @@ def serve_tensorboard(run_dir: str | Path, port: int = 6006, host: str = "127.0.
             f"No TensorBoard logs in {log_dir}. Runs write them there when trained with the "
             "GateSummaries callback (training/callbacks.py); check RUN_DIR."
         )
-    print(f"TensorBoard for {run_dir}: http://{host}:{port}/ (Ctrl-C stops it)",
-          flush=True)
+    where = f"http://{host}:{port}/" if port else "a free port, which TensorBoard prints"
+    print(f"TensorBoard for {run_dir}: {where} (Ctrl-C stops it)", flush=True)
     process = subprocess.Popen(command)
     try:
         return process.wait()

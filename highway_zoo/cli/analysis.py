@@ -56,11 +56,25 @@ def analyze(args) -> None:
     )
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0 to 65535 (0: the system picks a free one)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer. Received: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535. Received: {text!r}")
+    return value
+
+
 def _tensorboard_arguments(p) -> None:
     p.description = ("Runs `tensorboard --logdir RUN_DIR/tensorboard --host 127.0.0.1 --port "
                      "P` (the log directory of the GateSummaries callback).")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory of highway-zoo train")
-    p.add_argument("--port", type=positive, default=6006, help="default 6006")
+    p.add_argument("--port", type=_port, default=6006,
+                   help="default 6006; 0: a free port, which TensorBoard prints")
     p.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
     p.add_argument("--print-command", action="store_true",
                    help="print the command instead of running it")
