@@ -63,16 +63,62 @@ def _free_ports(n):
     return ports
 
 
-def _start_workers(tmp_path, command, tag):
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
-    workers = []
-    for index in range(2):
-        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        log = open(tmp_path / f"{tag}-worker{index}.log", "w")
-        proc = subprocess.Popen(command, env={**ENV, "TF_CONFIG": json.dumps(tf_config)},
-                                stdout=log, stderr=subprocess.STDOUT)
-        workers.append((proc, log))
-    return workers
+def _listens_on(pid, port):
+    """Whether process `pid` holds a socket listening on `port` (Linux /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            next(lines)
+            for fields in map(str.split, lines):
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                    inodes.add(f"socket:[{fields[9]}]")
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except FileNotFoundError:
+            continue
+    return False
+
+
+def _port_taken(workers, ports, logs):
+    """Waits until every worker listens on its own port (True: one found it taken first)."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if all(_listens_on(proc.pid, port) for (proc, _), port in zip(workers, ports)):
+            return False
+        for (proc, _), log in zip(workers, logs):
+            if proc.poll() is not None:  # ended before serving: taken port, or its own error
+                text = log.read_text()
+                return "Could not start gRPC server" in text or "already in use" in text
+        time.sleep(0.1)
+    return False  # the callers' own deadlines report a hang
+
+
+def _start_workers(tmp_path, command, tag, attempts=3):
+    """Two workers of one cluster. TF_CONFIG must name both ports before either server
+    starts, and TensorFlow's gRPC server turns SO_REUSEPORT off, so no port can be held for
+    them while they start: each worker is watched until it listens on its own port, and the
+    pair starts again on new ports if one found its port taken in between."""
+    for _ in range(attempts):
+        ports = _free_ports(2)
+        cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+        workers, logs = [], []
+        for index in range(2):
+            tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            logs.append(tmp_path / f"{tag}-worker{index}.log")
+            log = open(logs[-1], "w")  # noqa: SIM115 (closed by _stop)
+            proc = subprocess.Popen(command, env={**ENV, "TF_CONFIG": json.dumps(tf_config)},
+                                    stdout=log, stderr=subprocess.STDOUT)
+            workers.append((proc, log))
+        if not _port_taken(workers, ports, logs):
+            return workers
+        _stop(workers, kill=True)
+    raise AssertionError(f"{tag}: the workers' ports were taken {attempts} times in a row")
 
 
 def _stop(workers, kill=False):

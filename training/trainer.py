@@ -275,17 +275,21 @@ def train(
         callbacks=callbacks,
     )
     run_dir.inspect(settings.config, ignore)  # refuse before touching anything
+    # Built before the run directory is made: overrides the builder refuses (a dropout rate
+    # of 1, say) leave nothing behind.
+    compiled = _compiled_model(settings)
     with run_dir.locked():
         previous = run_dir.inspect(settings.config, ignore)
         if previous is not None:
             run_dir.remove_temporary_files()  # of the killed process; none is live (the lock)
-        return _train_in(settings, run_dir=run_dir, base_dir=base_dir, previous=previous)
+        return _train_in(settings, compiled, run_dir=run_dir, base_dir=base_dir,
+                         previous=previous)
 
 
-def _train_in(settings: RunSettings, *, run_dir: RunDir, base_dir: RunDir,
-              previous: dict[str, Any] | None) -> dict[str, Any]:
-    """Trains in `run_dir`, which this process has locked: from scratch, or on from
-    `previous` (the run.json of the interrupted run there)."""
+def _train_in(settings: RunSettings, compiled: tuple[keras.Model, Any], *, run_dir: RunDir,
+              base_dir: RunDir, previous: dict[str, Any] | None) -> dict[str, Any]:
+    """Trains the `_compiled_model` in `run_dir`, which this process has locked: from scratch,
+    or on from `previous` (the run.json of the interrupted run there)."""
     recipe, role = settings.recipe, settings.role
     steps_per_epoch = settings.steps_per_epoch
     checkpoints = Checkpoints(run_dir.checkpoint_dir, steps_per_epoch,
@@ -306,7 +310,7 @@ def _train_in(settings: RunSettings, *, run_dir: RunDir, base_dir: RunDir,
     )
     run_dir.write_run(run)
 
-    model, decay = _compiled_model(settings)
+    model, decay = compiled
     latest = checkpoints.latest()
     if previous is not None and latest is None and run_dir.metrics_file.is_file():
         # Killed as it was finishing: the final files are complete (metrics.json comes last).

@@ -70,8 +70,8 @@ def demo(
     """
     if init not in INITS:
         raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
+    data = load_dataset("mnist", data_dir)  # before the directory: a refusal leaves nothing
     out = claim_dir(out or default_dir("demo"))
-    data = load_dataset("mnist", data_dir)
     print(f"Data: {data.source}")
     results = []
     jobs = [(d, k) for d in depths for k in KINDS]

@@ -356,6 +356,11 @@ def search(
         "dataset": {"name": data.name, "source": data.source, "num_train": data.num_train,
                     "num_test": data.num_test},
     }
+    # One model built from the space's first values checks the fixed overrides (a depth of
+    # 1, an unknown variant) before anything is written: a refused search leaves nothing.
+    import keras_tuner
+
+    hypermodel.build(keras_tuner.HyperParameters())
     resumes = _prepare_dir(out, settings, overwrite, role)
     tb_dir = out / TENSORBOARD_DIR
     if role != "worker":
