@@ -145,11 +145,13 @@ class CharCNNEmbedder(keras.layers.Layer):
         self.embedding = keras.layers.Embedding(
             self.char_vocab_size, self.char_embedding_dim,
             embeddings_initializer=self.embeddings_initializer, name="char_embedding",
+            dtype=self.dtype_policy,  # sub-layers compute as the embedder does (mixed precision)
         )
         self.convolutions = [
             keras.layers.Conv1D(
                 f, k, kernel_initializer=self.kernel_initializer,
                 bias_initializer=self.bias_initializer, name=f"conv_width{k}",
+                dtype=self.dtype_policy,
             )
             for f, k in zip(self.filters, self.kernel_sizes)
         ]
@@ -160,7 +162,7 @@ class CharCNNEmbedder(keras.layers.Layer):
                 bias_initializer=self.bias_initializer,
                 transform_bias_initializer=transform_bias_initializer,
                 carry_bias_initializer=carry_bias_initializer,
-                name=f"highway_{i}",
+                name=f"highway_{i}", dtype=self.dtype_policy,
             )
             for i in range(1, self.highway_layers + 1)
         ]

@@ -45,7 +45,8 @@ tempfile.tempdir = str(PROCESS_TMP)
 # What libraries write into our TMPDIR and remove themselves at their exit (autograph's files
 # through atexit, TensorBoard's info files) or leave empty (TFDS's DatasetInfo reads GCS
 # metadata through a `tmp*tfds` directory it never removes): not the tests' leftovers.
-FOREIGN = ("__autograph_generated_file*.py", ".tensorboard-info", "tmp*tfds")
+# torchinductor_*: `import keras` on the torch backend (the backend tests' subprocesses).
+FOREIGN = ("__autograph_generated_file*.py", ".tensorboard-info", "tmp*tfds", "torchinductor_*")
 # The kinds of file the suite wrote into the system's temporary directory before it had a
 # directory of its own (those of other programs running meanwhile look the same).
 OURS = ("highway-zoo-keras-home-*", "__autograph_generated_file*.py", ".tensorboard-info")

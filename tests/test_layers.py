@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from layer_test_helper import _check_mixed_precision, character_ids, run_layer_battery
+from layer_test_helper import character_ids, run_layer_battery
 
 import layers
 from layers import (
@@ -445,8 +445,7 @@ BATTERY = {
         expected_weight_shapes=[(CHARS, 3), (1, 3, 2), (2,), (2, 3, 3), (3,), (5, 10), (10,)],
         expected_weight_names=["embeddings", "kernel", "bias", "kernel", "bias", "kernel",
                                "bias"],
-        mask_fronts=(None, "masking"),
-        mixed_precision=False),  # see test_char_cnn_embedder_under_mixed_precision
+        mask_fronts=(None, "masking")),
     "caffe_preprocessing": dict(make_layer=CaffeImageNetPreprocessing, input_shape=(2, 4, 4, 3),
                                 expected_weight_shapes=[], masking_input_shape=(3, 5, 3)),
 }
@@ -455,19 +454,6 @@ BATTERY = {
 @pytest.mark.parametrize("case", BATTERY)
 def test_standard_battery(case, tmp_path):
     run_layer_battery(tmp_path=tmp_path, **BATTERY[case])
-
-
-@pytest.mark.xfail(strict=True, reason="CharCNNEmbedder's sub-layers (Embedding, Conv1D, "
-                   "HighwayDense) keep the global dtype policy when the embedder is made with "
-                   "dtype='mixed_float16': a float32 Mul meets a float16 tensor. Once fixed, "
-                   "this test passes (XPASS, strict: a failure): drop it and the battery "
-                   "case's mixed_precision=False.")
-def test_char_cnn_embedder_under_mixed_precision():
-    case = BATTERY["char_cnn_embedder"]
-    layer = case["make_layer"]()
-    x = character_ids(np.random.default_rng(0), case["input_shape"])
-    y = keras.ops.convert_to_numpy(layer(x))
-    _check_mixed_precision(layer, layer.get_config(), case["input_shape"], x, y)
 
 
 def test_the_battery_covers_every_public_layer():
