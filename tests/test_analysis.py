@@ -235,6 +235,21 @@ def test_a_stack_lists_its_layers_as_the_per_layer_net_names_them():
     assert [len(chain) for _, chain in stages(model)] == [6]  # one chain through all of them
 
 
+def test_an_unknown_highway_layer_is_refused_naming_the_ones_there():
+    def message(model):
+        with pytest.raises(ValueError) as info:
+            highway_layer(model, "nope")
+        prefix = f"{model.name} has no highway layer named 'nope'. Its highway layers: "
+        assert str(info.value).startswith(prefix)
+        return str(info.value)[len(prefix):]
+
+    # Five are listed whole; more are cut after five, with their number.
+    assert message(small_fc(depth=6)) == "highway_1, highway_2, highway_3, highway_4, highway_5"
+    assert message(small_fc(depth=7)) == ("highway_1, highway_2, highway_3, highway_4, "
+                                          "highway_5, ... (6 in all)")
+    assert message(zoo.load("plain_fc10_mnist", depth=3)) == "none"
+
+
 def test_gate_statistics_of_a_stacked_net_equal_the_per_layer_nets():
     stacked, per_layer = stacked_fc(depth=5, width=6)
     x = images(30)
