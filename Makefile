@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 export KERAS_BACKEND ?= tensorflow
 
-.PHONY: setup demo test test-backends lint wheel-check docs clean
+.PHONY: setup demo test test-backends lint wheel-check docs mutation clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,12 @@ test-backends: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check layers zoo training highway_zoo tests docs/_hooks
+
+# Mutation testing of layers/ and zoo/analysis/ on a copy of HEAD (docs/mutation/README.md):
+# on demand, not in CI; hours on 2 cores (MUTATION_BUDGET=SECONDS stops each target there).
+mutation: $(STAMP)
+	test -x $(BIN)/mutmut || $(BIN)/pip install --quiet -e ".[mutation]"
+	MUTMUT=$(abspath $(BIN))/mutmut docs/mutation/run.sh
 
 # The documentation site, strictly (a broken link, a missing reference or an undocumented
 # public name fails), into site/ (ignored). Debian's Chromium is installed for the site's
