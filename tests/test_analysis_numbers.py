@@ -366,3 +366,51 @@ def test_figures_draw_the_numbers(analysed):
     summary = image_of(figure, "mean |class T - mean T|")  # (layer, class)
     np.testing.assert_allclose(summary[:, :9], np.abs(routing).mean(2).T, atol=2e-6)
     assert np.isnan(summary[:, 9]).all()
+
+
+def test_routing_figure_draws_the_numbers(monkeypatch, tmp_path):
+    from zoo.analysis import plots as plots_module
+    from zoo.analysis.routing import plot_routing
+
+    patterns, labels = routed_patterns()
+    result = cluster_routes(patterns, labels, k_range=(2, 4))
+    result["layer_nmi"] = [0.2, 0.5, 0.9]
+    baseline = cluster_routes(np.random.default_rng(1).uniform(size=(90, 1, 8)), labels,
+                              k_range=(2, 4))
+    drawn = {}
+    monkeypatch.setattr(plots_module, "save_figure", lambda fig, path: drawn.update(fig=fig))
+    plot_routing(result, baseline, ["a", "b", "c"], tmp_path / "routing.png", title="t")
+    fig = drawn["fig"]
+    by_title = {ax.get_title(): ax for ax in fig.axes}
+    curves = by_title[next(t for t in by_title if t.startswith("k = 3 by silhouette"))]
+    lines = {line.get_label(): line for line in curves.get_lines()}
+    np.testing.assert_array_equal(lines["silhouette (T)"].get_xdata(), [2, 3, 4])
+    np.testing.assert_allclose(lines["silhouette (T)"].get_ydata(),
+                               [row["silhouette"] for row in result["by_k"]])
+    np.testing.assert_allclose(lines["NMI with classes (T)"].get_ydata(),
+                               [row["nmi"] for row in result["by_k"]])
+    np.testing.assert_allclose(lines["NMI with classes (pixels)"].get_ydata(),
+                               [row["nmi"] for row in baseline["by_k"]])
+    assert f"purity {result['purity']:.2f}, NMI {result['nmi']:.2f}" in curves.get_title()
+    depth = by_title["each layer's T alone, k-means with k = classes"]
+    np.testing.assert_allclose(depth.get_lines()[0].get_ydata(), [0.2, 0.5, 0.9])
+    np.testing.assert_array_equal(depth.get_lines()[0].get_xdata(), [1, 2, 3])
+
+    def image(title):
+        return np.asarray(by_title[title].images[0].get_array(), np.float64)
+
+    np.testing.assert_allclose(image("where each class goes (row fractions)"),
+                               result["spread"])
+    np.testing.assert_allclose(
+        image("classes sharing routes (Bhattacharyya overlap of cluster spreads)"),
+        result["overlap"])
+    # Each cluster's mean T per layer minus the clusters' average, on a symmetric scale.
+    mean_t = result["cluster_mean_t"]
+    centred = [[mean_t[c][i] - np.mean([row[i] for row in mean_t]) for i in range(3)]
+               for c in range(3)]
+    ax = by_title["cluster's mean T per layer minus the clusters' average"]
+    np.testing.assert_allclose(np.asarray(ax.images[0].get_array()), centred, atol=1e-12)
+    top = max(abs(v) for row in centred for v in row)
+    assert ax.images[0].get_clim() == pytest.approx((-top, top))
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        f"{c} ({n})" for c, n in enumerate(result["cluster_sizes"])]
