@@ -401,6 +401,11 @@ def test_routing_figure_draws_the_numbers(monkeypatch, tmp_path):
 
     np.testing.assert_allclose(image("where each class goes (row fractions)"),
                                result["spread"])
+    # Fractions and overlaps on their whole scale, 0 to 1, whatever the data's range.
+    for title in ("where each class goes (row fractions)",
+                  "classes sharing routes (Bhattacharyya overlap of cluster spreads)"):
+        assert by_title[title].images[0].get_clim() == (0, 1)
+    assert curves.get_ylim() == (0, 1) and depth.get_ylim() == (0, 1)
     np.testing.assert_allclose(
         image("classes sharing routes (Bhattacharyya overlap of cluster spreads)"),
         result["overlap"])
