@@ -14,6 +14,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,35 @@ os.environ.setdefault("TFDS_DATA_DIR", "/nonexistent-tfds-data-dir-for-tests")
 # directory; its workers inherit the environment and make theirs inside it.
 RUN_DIR_VARIABLE = "HIGHWAY_ZOO_TEST_RUN_DIR"
 SYSTEM_TMP_VARIABLE = "HIGHWAY_ZOO_TEST_SYSTEM_TMP"
-if RUN_DIR_VARIABLE not in os.environ:
+RUN_PREFIX = "highway-zoo-tests-"
+OWNS_RUN_DIR = RUN_DIR_VARIABLE not in os.environ
+
+
+def _sweep_killed_runs(tmp: Path) -> None:
+    """Removes the directories of earlier runs killed before they could (their owner's PID,
+    in `pid`, is gone; or, from before `pid` files, empty and an hour old)."""
+    for stale in tmp.glob(RUN_PREFIX + "*"):
+        try:
+            os.kill(int((stale / "pid").read_text()), 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # alive, another user's
+            continue
+        except (OSError, ValueError):  # no pid file
+            empty = not any(p.is_file() for p in stale.rglob("*"))
+            if not (empty and stale.stat().st_mtime < time.time() - 3600):
+                continue
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+if OWNS_RUN_DIR:
     os.environ[SYSTEM_TMP_VARIABLE] = tempfile.gettempdir()
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
-    os.environ[RUN_DIR_VARIABLE] = tempfile.mkdtemp(prefix="highway-zoo-tests-")
+    _sweep_killed_runs(Path(tempfile.gettempdir()))
+    os.environ[RUN_DIR_VARIABLE] = tempfile.mkdtemp(prefix=RUN_PREFIX)
+    (Path(os.environ[RUN_DIR_VARIABLE]) / "pid").write_text(str(os.getpid()))
+    # pytest_unconfigure removes it; this is for a process that ends without it.
     atexit.register(shutil.rmtree, os.environ[RUN_DIR_VARIABLE], ignore_errors=True)
 SYSTEM_TMP = Path(os.environ[SYSTEM_TMP_VARIABLE])
 RUN_DIR = Path(os.environ[RUN_DIR_VARIABLE])
@@ -95,6 +121,13 @@ def pytest_terminal_summary(terminalreporter, config):
                                    f"appeared in {SYSTEM_TMP} during the run", yellow=True)
         for path in appeared[:20]:
             terminalreporter.write_line(path)
+
+
+def pytest_unconfigure(config):
+    """The run's directory goes with the process that made it, at the end of its pytest
+    session (also where the process then ends without running atexit, as a fork does)."""
+    if OWNS_RUN_DIR:
+        shutil.rmtree(RUN_DIR, ignore_errors=True)
 
 
 _BEFORE = pytest.StashKey[set]()
