@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 export KERAS_BACKEND ?= tensorflow
 
-.PHONY: setup demo test test-backends lint wheel-check docs mutation clean
+.PHONY: setup browser demo test test-backends lint wheel-check docs mutation clean
 
 setup: $(STAMP)
 
@@ -26,7 +26,14 @@ $(STAMP): pyproject.toml setup.py
 demo: $(STAMP)
 	$(BIN)/highway-zoo demo
 
-test: $(STAMP)
+# Debian's Chromium and ChromeDriver, for the site's browser test (tests/test_site.py).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver \
+		>/dev/null 2>&1) || echo "note: no Debian chromium (needs root): the browser test will fail"
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=15 tests
 
 test-backends: $(STAMP)
@@ -44,11 +51,7 @@ mutation: $(STAMP)
 # The documentation site, strictly (a broken link, a missing reference or an undocumented
 # public name fails), into site/ (ignored). Debian's Chromium is installed for the site's
 # browser test (tests/test_site.py) when it is missing.
-docs: $(STAMP)
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
-		apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
-		(apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver \
-		>/dev/null 2>&1) || echo "note: no Debian chromium (needs root): the browser test skips"
+docs: $(STAMP) browser
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The built wheel in a fresh virtualenv outside the checkout (.ci/wheel_check).

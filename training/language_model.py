@@ -73,10 +73,6 @@ def _now() -> str:
     return datetime.datetime.now().isoformat(timespec="seconds")
 
 
-def _family_is_lm(name: str) -> bool:
-    return zoo.describe(name)["family"] == "char_lm"
-
-
 class LanguageModelSettings:
     """What a language-model run trains and how, settled before it touches a directory."""
 

@@ -169,16 +169,12 @@ def _child_main() -> None:
         from training.experiments import lm_variants
 
         result = lm_variants.train_one(job)
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)
-        result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)
-        print(json.dumps(result))
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
-        data = subset(load_dataset(job.get("dataset", "mnist"), job["data_dir"]),
-                      job.get("max_train_examples"), job.get("max_test_examples"))
-    result = train_one(job, data)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OfflineFallbackWarning)  # the parent warned
+            data = subset(load_dataset(job.get("dataset", "mnist"), job["data_dir"]),
+                          job.get("max_train_examples"), job.get("max_test_examples"))
+        result = train_one(job, data)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: ru_maxrss in KiB
     result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # all threads

@@ -33,7 +33,7 @@ import numpy as np
 
 import zoo
 from layers._highway import VARIANTS
-from training.experiments.common import claim_study_dir, run_jobs
+from training.experiments.common import _stats, claim_study_dir, run_jobs
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import default_dir
 from zoo.analysis.plots import save_figure
@@ -51,21 +51,16 @@ def highway_layers(model: str, variant: str) -> int:
     return 2 * layers if variant == "residual" else layers
 
 
-def _stats(values: Sequence[float]) -> dict[str, Any] | None:
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values),
-            "values": list(values)}
-
-
 def summarise(runs: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
     for variant in variants:
         mine = [r for r in runs if r["variant"] == variant]
         if not mine:
             continue
-        curves = np.array([r["val_perplexity_curve"] for r in mine], dtype=float)
+        # A diverged run stops early: NaN at its missing epochs.
+        length = max(len(r["val_perplexity_curve"]) for r in mine)
+        curves = np.array([r["val_perplexity_curve"] + [math.nan] * (length - len(
+            r["val_perplexity_curve"])) for r in mine], dtype=float)
         rows.append({
             "variant": variant, "highway_layers": mine[0]["overrides"]["highway_layers"],
             "params": mine[0]["params"], "seeds": [r["seed"] for r in mine],
@@ -73,7 +68,7 @@ def summarise(runs: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[d
             "val_perplexity": _stats([r["val_perplexity"] for r in mine]),
             "final_train_perplexity": _stats([r["final_train_perplexity"] for r in mine]),
             "tokens_per_second": _stats([r["tokens_per_second"] for r in mine]),
-            "val_perplexity_curve_mean": curves.mean(axis=0).tolist(),
+            "val_perplexity_curve_mean": np.nanmean(curves, axis=0).tolist(),
             "paper_test_perplexity": PAPER_TABLE_1A.get(variant),
         })
     return rows
@@ -228,24 +223,36 @@ def lm_variants_study(
 def train_one(job: dict[str, Any]) -> dict[str, Any]:
     """One net of the study in this process: its metrics and per-epoch curves."""
     from training.language_model import train_lm
-    from training.run_dir import FINISHED, RunDir
+    from training.run_dir import FINISHED, NON_FINITE, RunDir
 
     run_dir = RunDir(job["run_dir"])
     if run_dir.status == FINISHED:  # stopped after the run, before its result.json
         metrics = run_dir.read_metrics()
+    elif run_dir.status == NON_FINITE:  # likewise, after the run diverged
+        metrics = _diverged(run_dir.read_run()["failure"]["message"])
     else:
-        metrics = train_lm(job["architecture"], job["corpus"], out=run_dir.path,
-                           epochs=job["epochs"], seed=job["seed"], recipe=job["recipe"],
-                           max_train_tokens=job["max_train_tokens"], verbose=0,
-                           **job["overrides"])
+        try:
+            metrics = train_lm(job["architecture"], job["corpus"], out=run_dir.path,
+                               epochs=job["epochs"], seed=job["seed"], recipe=job["recipe"],
+                               max_train_tokens=job["max_train_tokens"], verbose=0,
+                               **job["overrides"])
+        except FloatingPointError as err:  # NonFiniteLossError: the study goes on
+            metrics = _diverged(str(err))
     history = run_dir.read_history()
     return {
         **{k: v for k, v in metrics.items() if k != "run_dir"},
         "val_perplexity_curve": [e["val_perplexity"] for e in history],
         "train_perplexity_curve": [e["perplexity"] for e in history],
         "learning_rate_curve": [e["learning_rate"] for e in history],
-        "seconds_per_epoch": float(np.median([e["seconds"] for e in history])),
+        "seconds_per_epoch": float(np.median([e["seconds"] for e in history]))
+        if history else None,
     }
+
+
+def _diverged(message: str) -> dict[str, Any]:
+    return {"failed": message, "tokens_per_second": math.nan,
+            **dict.fromkeys(("test_perplexity", "val_perplexity", "final_train_perplexity"),
+                            math.inf)}
 
 
 def progress(result: dict[str, Any]) -> str:
