@@ -28,6 +28,29 @@ def character_ids(rng, shape, vocabulary=9):
     return np.where(np.arange(shape[-1]) < lengths[..., None], ids, 0).astype("int32")
 
 
+def channels_first_call(fn):
+    """`fn`, made to run NCHW convolutions on this machine's CPU: TensorFlow's own CPU kernels
+    have none (keras.layers.Conv2D fails the same way; oneDNN builds on CPUs with AVX-512 do
+    have them), so on TensorFlow `fn` runs compiled by XLA, which has them everywhere."""
+    if keras.backend.backend() != "tensorflow":
+        return fn
+    import tensorflow as tf
+
+    return tf.function(fn, jit_compile=True)
+
+
+def tensorflow_cpu_runs_nchw() -> bool:
+    """Whether TensorFlow's eager CPU Conv2D takes channels_first input on this machine."""
+    import tensorflow as tf
+
+    try:
+        tf.nn.conv2d(tf.zeros((1, 1, 2, 2)), tf.zeros((1, 1, 1, 1)), 1, "SAME",
+                     data_format="NCHW")
+    except tf.errors.UnimplementedError:
+        return False
+    return True
+
+
 def run_layer_battery(
     make_layer,
     input_shape: tuple[int, ...],

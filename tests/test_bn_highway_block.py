@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from layer_test_helper import channels_first_call
 
 import zoo
 from layers import VARIANTS, BNHighwayBlock
@@ -215,7 +216,7 @@ def test_channels_first_computes_what_channels_last_does():
     x_first = np.transpose(x, (0, 3, 1, 2))
     first.build(x_first.shape)
     first.set_weights(block.get_weights())
-    y = keras.ops.convert_to_numpy(first(x_first, training=False))
+    y = keras.ops.convert_to_numpy(channels_first_call(first)(x_first, training=False))
     expected = keras.ops.convert_to_numpy(block(x, training=False))
     np.testing.assert_allclose(np.transpose(y, (0, 2, 3, 1)), expected, rtol=1e-5, atol=1e-5)
     assert tuple(first.compute_output_shape(x_first.shape)) == y.shape == (3, 8, 4, 4)

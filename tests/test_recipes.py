@@ -13,17 +13,14 @@ from highway_zoo import cli
 from layers import GlobalContrastNormalization
 from training import augment
 from training.data import Dataset
+from training.optimizers import CaffeSGD, apply_weight_decay, learning_rate, make_optimizer
 from training.pipeline import evaluation_batches, training_batches
 from training.recipes import (
     FIELD_DEFAULTS,
     FIELD_NAMES,
     FIELDS,
     INFO_KEYS,
-    CaffeSGD,
-    apply_weight_decay,
     get_recipe,
-    learning_rate,
-    make_optimizer,
     recipe_name,
     recipe_overrides,
 )

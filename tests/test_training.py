@@ -11,7 +11,8 @@ import tensorflow as tf
 import zoo
 from highway_zoo import cli
 from training.data import Dataset
-from training.recipes import get_recipe, learning_rate, make_optimizer
+from training.optimizers import learning_rate, make_optimizer
+from training.recipes import get_recipe
 from training.trainer import train
 
 

@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-AUGMENTATIONS = ("none", "pad_crop_flip", "pad4_crop_flip", "random_resized_crop_flip")
+from training.recipes import AUGMENTATIONS
+
 PAD = 8
 
 

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from training.recipes import FIELD_NAMES
 from zoo.weights import MODEL_FILE, WEIGHTS_FILE, hash_path, write_text
 
 RUNS_ROOT = Path("runs")
@@ -119,8 +120,6 @@ def _config_differences(recorded: dict[str, Any], config: dict[str, Any]) -> lis
 
 def run_config(record: dict[str, Any]) -> dict[str, Any]:
     """What must match for a run to resume: the recipe's settings, not its description."""
-    from training.recipes import FIELD_NAMES  # imports Keras: not at import
-
     recipe = record.get("recipe") or {}
     return {
         "architecture": record.get("architecture"),

@@ -63,15 +63,9 @@ from training import distribute
 from training.callbacks import GateSummaries
 from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
 from training.data import Dataset, load_dataset
+from training.optimizers import apply_weight_decay, is_bias, make_optimizer
 from training.pipeline import evaluation_batches, training_batches
-from training.recipes import (
-    FIELD_DEFAULTS,
-    apply_weight_decay,
-    get_recipe,
-    is_bias,
-    make_optimizer,
-    recipe_name,
-)
+from training.recipes import FIELD_DEFAULTS, get_recipe, recipe_name
 from training.run_dir import (
     FINISHED,
     LOCK_FILE,

@@ -69,8 +69,9 @@ def measure(name: str, batch_size: int, repeats: int, epochs: int) -> dict:
     import tensorflow as tf
 
     import zoo
+    from training.optimizers import apply_weight_decay, make_optimizer
     from training.pipeline import training_batches
-    from training.recipes import apply_weight_decay, get_recipe, make_optimizer, recipe_name
+    from training.recipes import get_recipe, recipe_name
 
     info = zoo.describe(name)
     recipe = get_recipe(recipe_name(info["recipe"]), batch_size=batch_size)

@@ -57,11 +57,13 @@ import shutil
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from training.run_dir import HISTORY_FILE, TENSORBOARD_DIR, default_dir
-from training.tuning.hypermodel import ZooHyperModel
 from training.tuning.space import SearchSpace
+
+if TYPE_CHECKING:  # keras_tuner imports Keras: the CLI's flags are built without it
+    from training.tuning.hypermodel import ZooHyperModel
 
 TUNERS = ("random", "bayesian", "hyperband")
 # The metrics every zoo model produces under search(): loss and accuracy, on the training
@@ -343,6 +345,8 @@ def search(
     if tuple(info["input_shape"]) != tuple(data.image_shape):
         raise ValueError(f"{name} takes images of shape {tuple(info['input_shape'])}, dataset "
                          f"{data.name!r} has {tuple(data.image_shape)}.")
+    from training.tuning.hypermodel import ZooHyperModel
+
     hypermodel = ZooHyperModel(name, space, data=data, epochs=epochs, batch_size=batch_size,
                                seed=seed, **overrides)
     strategy_ = None if strategy == "default" else distribute.make_strategy(strategy)
