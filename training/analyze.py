@@ -84,6 +84,23 @@ def _default_dataset(name: str, weights: Path) -> str:
     return zoo.describe(name)["dataset"]
 
 
+def _output_dir(name: str, source: Path, out: str | Path | None) -> Path:
+    """`out`, else WEIGHTS/analysis for a directory, else runs/analysis-NAME-TIME; refused
+    when it holds an earlier analysis."""
+    if out:
+        out = Path(out)
+    elif source.is_dir():
+        out = source / "analysis"
+    else:
+        out = default_dir(f"analysis-{name}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(
+            f"Output directory {out} already exists and is not empty; refusing to overwrite "
+            "an earlier analysis. Pass a new --out, or move the old one away."
+        )
+    return out
+
+
 def analyze_weights(
     name: str,
     weights: str | Path,
@@ -109,18 +126,14 @@ def analyze_weights(
     from training.data import load_dataset
     from zoo.analysis import analyze
 
+    if split not in ("train", "test"):
+        raise ValueError(f"An image dataset has a train and a test split; --split {split} "
+                         "applies to a text corpus (--corpus).")
+    if zoo.describe(name)["family"] == "char_lm":
+        raise ValueError(f"{name} is a language model: its gates are analysed per token of a "
+                         "text; pass --corpus DIR (the corpus it was trained on).")
     source = Path(weights)
-    if out:
-        out = Path(out)
-    elif source.is_dir():
-        out = source / "analysis"
-    else:
-        out = default_dir(f"analysis-{name}")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(
-            f"Output directory {out} already exists and is not empty; refusing to overwrite "
-            "an earlier analysis. Pass a new --out, or move the old one away."
-        )
+    out = _output_dir(name, source, out)
     dataset = dataset or _default_dataset(name, source)
     data = load_dataset(dataset, data_dir)
     model = zoo.load(name, weights=weights)
@@ -179,4 +192,52 @@ def _routing(name, weights, split, max_clusters, batch_size, model, images, labe
           f"{report['nmi_at_classes']:.3f}; pixels: {pixels['nmi_at_classes']:.3f})")
     for name in report["files"].values():
         print(out / name)
+    return report
+
+
+def analyze_tokens(name: str, weights: str | Path, corpus: str | Path, *, split: str = "test",
+                   out: str | Path | None = None, batch_size: int = 500,
+                   seed: int = 0) -> dict:
+    """Per-token gate activity of language model `name` with `weights` on `corpus`'s `split`
+    (`highway-zoo analyze NAME --weights RUN_DIR --corpus DIR`): tokens.png, tokens.json and
+    tokens.md into `out` (default as `analyze_weights`'s), with the same architecture freshly
+    initialised (seed `seed`) as the reference for how far training moved the gates. Prints a
+    summary; returns the report."""
+    import keras
+
+    import zoo
+    from training.data.text import load_corpus, split_files
+    from zoo.analysis.tokens import token_report
+    from zoo.weights import read_model_dir
+
+    family = zoo.describe(name)["family"]
+    if family != "char_lm":
+        raise ValueError(f"--corpus analyses a character-aware language model's gates per "
+                         f"token; {name} is not one (family {family!r}). Use an lstm_char_* "
+                         "model, or drop --corpus for the image analyses.")
+    split_files(corpus)  # a missing corpus is refused before the model loads
+    source = Path(weights)
+    out = _output_dir(name, source, out)
+    model = zoo.load(name, weights=weights)
+    text = load_corpus(corpus, max_word_length=int(model.inputs[0].shape[-1]))
+    if source.is_dir():
+        trained_on = (read_model_dir(source)[1].get("vocabulary") or {}).get("chars")
+        if trained_on is not None and list(trained_on) != list(text.chars):
+            raise ValueError(
+                f"{source} was trained on another character vocabulary ({len(trained_on)} "
+                f"characters) than the corpus {corpus} has ({len(text.chars)}): its character "
+                "ids would be misread. Give the corpus it was trained on.")
+    keras.utils.set_random_seed(seed)
+    initial = zoo.load(name, **model.overrides)
+    report = token_report(
+        model, text, out, split, batch_size=batch_size, initial=initial,
+        describe={"architecture": name, "weights": str(weights), "corpus": str(corpus),
+                  "initial_seed": seed})
+    gate = report["gate"]
+    classes = ", ".join(f"{g['group']} {np.mean(g['mean']):.4f}" for g in report["by_class"])
+    print(f"{name} on {report['tokens']:,} {split} tokens of {text.name} ({report['types']:,} "
+          f"word types): mean {gate} {np.mean(report['overall']['mean']):.4f} (at "
+          f"initialisation {np.mean(report['initial']['mean']):.4f}); by class: {classes}")
+    for file in report["files"].values():
+        print(out / file)
     return report

@@ -20,8 +20,9 @@ def _analyze_arguments(p) -> None:
                    "a model directory, a .weights.h5 file (with its .sha256) or 'default'")
     add_dataset(p, default="the run's dataset, else the architecture's own")
     add_data_dir(p)
-    p.add_argument("--split", choices=["train", "test"], default="train",
-                   help="the examples analysed (default train, as in the paper)")
+    p.add_argument("--split", choices=["train", "valid", "test"],
+                   help="the examples analysed (default train, as in the paper; with "
+                   "--corpus, the corpus's split, default test; valid is a corpus's only)")
     p.add_argument("--examples", type=positive, default=DEFAULT_EXAMPLES,
                    help=f"the first N examples of the split (default {DEFAULT_EXAMPLES})")
     p.add_argument("--out", metavar="DIR", help="output directory, new or empty (default: "
@@ -43,14 +44,25 @@ def _analyze_arguments(p) -> None:
                    "(routing.png, routing.json; zoo/analysis/routing.py)")
     p.add_argument("--max-clusters", type=positive, default=12,
                    help="--routing tries k = 2 .. this (default 12)")
+    p.add_argument("--corpus", metavar="DIR", help="for a character-aware language model "
+                   "(lstm_char_*), instead of the image analyses: per-token gate activity on "
+                   "the Mikolov-format corpus in DIR, by word frequency, length and class "
+                   "(tokens.png, tokens.json, tokens.md; zoo/analysis/tokens.py)")
 
 
 def analyze(args) -> None:
-    from training.analyze import analyze_weights
+    from training.analyze import analyze_tokens, analyze_weights
 
+    if args.corpus is not None:
+        if args.routing:
+            raise ValueError("--routing clusters images; with --corpus the analysis is per "
+                             "token. Drop one of them.")
+        analyze_tokens(args.name, args.weights, args.corpus, split=args.split or "test",
+                       out=args.out, batch_size=args.batch_size)
+        return
     analyze_weights(
         args.name, args.weights, dataset=args.dataset, data_dir=args.data_dir,
-        split=args.split, examples=args.examples, out=args.out, classes=args.classes,
+        split=args.split or "train", examples=args.examples, out=args.out, classes=args.classes,
         threshold=args.threshold, example_index=args.example_index, run=args.run,
         batch_size=args.batch_size, routing=args.routing, max_clusters=args.max_clusters,
     )

@@ -18,6 +18,8 @@
 - `evolution`: gates.json, the per-epoch mean T that `training.callbacks.GateSummaries`
   writes into a run directory.
 - `plots`: the figures; `report.analyze`: all of it into a directory.
+- `tokens`: per-token gate activity of a character-aware language model, by word frequency,
+  length and class (the text counterpart of Fig. 3); `token_report` writes it into a directory.
 """
 
 from zoo.analysis.evolution import GATES_FILE, read_gate_history
@@ -32,6 +34,7 @@ from zoo.analysis.gates import (
 )
 from zoo.analysis.lesion import effective_depth, error_rate, lesion_errors, lesioned
 from zoo.analysis.report import REPORT_FILE, analyze
+from zoo.analysis.tokens import TOKENS_FILE, TokenGates, summarize, token_gates, token_report
 
 __all__ = [
     "GATES_FILE",
@@ -39,6 +42,8 @@ __all__ = [
     "GateProbe",
     "GateStatistics",
     "StackedLayer",
+    "TOKENS_FILE",
+    "TokenGates",
     "analyze",
     "effective_depth",
     "error_rate",
@@ -49,4 +54,7 @@ __all__ = [
     "lesioned",
     "read_gate_history",
     "stages",
+    "summarize",
+    "token_gates",
+    "token_report",
 ]

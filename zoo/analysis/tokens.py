@@ -1,0 +1,429 @@
+"""Per-token gate activity of a character-aware language model: which words its highway layers
+carry and which they transform, by word frequency, length and class. The text counterpart of
+NIPS 2015 Fig. 3 (mean T per image class), which no paper shows for text.
+
+The gates sit in the token embedder (`layers.CharCNNEmbedder`: character CNN, then highway
+layers), before the LSTM, so a token's gate values depend on its spelling alone, never on its
+context. They are therefore computed once per distinct word type of the split and weighted by
+the type's count in the split: every occurrence of a type has the same values, and a mean over
+tokens is the count-weighted mean over types. The LSTM and the softmax are not run.
+
+Which gate: T for the variants that learn it (coupled, full, t_only; 0 carries, 1
+transforms); C for `c_only`, which learns only the carry gate (1 carries); `residual` and
+`plain` have no gate, and are refused with a message (`layers._highway.LEARNED_BRANCHES`).
+
+Groups (every token of the split in exactly one group of each grouping):
+
+- frequency: the word's count in the training split, in log-spaced bins (1, 2-3, 4-9, 10-99,
+  100-999, 1000+), and "unseen" for a word the training split lacks (`load_corpus` gives it
+  the word id of `<unk>` but keeps its spelling, so the CNN reads it);
+- length: the characters of the word; `<eos>` and `<unk>` are left out (the CNN reads them as
+  the single characters '+' and '|', Kim et al.'s convention);
+- class, with no tagger (none with offline models here): `<unk>`, `<eos>`, number (PTB's `N`,
+  or a token of digits and . , : / -), function word (scikit-learn's
+  `sklearn.feature_extraction.text.ENGLISH_STOP_WORDS`, 318 words from the Glasgow
+  Information Retrieval Group's stop list, matched in lower case; PTB's clitics such as
+  "'s" and "n't" are not in it), content word (every other token).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layers._highway import LEARNED_BRANCHES
+from training.data.text import END, EOS, EOS_CHAR, UNK, UNK_CHAR, Corpus, Split
+from zoo.weights import atomic_path, write_text
+
+TOKENS_FILE = "tokens.json"
+TOKENS_FIGURE = "tokens.png"
+TOKENS_TABLE = "tokens.md"
+
+# (label, lowest, highest) training-split counts, both inclusive.
+FREQUENCY_BINS = (("unseen", 0, 0), ("1", 1, 1), ("2-3", 2, 3), ("4-9", 4, 9),
+                  ("10-99", 10, 99), ("100-999", 100, 999), ("1000+", 1000, math.inf))
+CLASSES = ("<unk>", "<eos>", "number", "function word", "content word")
+_NUMBER = re.compile(r"[\d.,:/-]*\d[\d.,:/-]*")
+HISTOGRAM_BINS = 40
+DPI = 100
+
+
+def char_embedder(model):
+    """The `CharCNNEmbedder` of a character-aware language model (or the embedder itself)."""
+    from layers import CharCNNEmbedder
+
+    if isinstance(model, CharCNNEmbedder):
+        return model
+    found = [layer for layer in getattr(model, "layers", []) if isinstance(layer, CharCNNEmbedder)]
+    if not found:
+        raise ValueError(
+            f"{getattr(model, 'name', model)!r} is not a character-aware language model: it "
+            "has no CharCNNEmbedder, whose highway layers read each word's spelling. Per-token "
+            "gates need a char LM (zoo.list_models('lstm_char_*')).")
+    return found[0]
+
+
+def gate_of(variant: str) -> str | None:
+    """The gate reported for a variant: "T" where it is learned, "C" for c_only, else None."""
+    learned = LEARNED_BRANCHES[variant]
+    return "T" if "t" in learned else "C" if "c" in learned else None
+
+
+def word_class(word: str) -> str:
+    """One of `CLASSES` (see the module docstring)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    if word in (UNK, EOS):
+        return word
+    if word == "N" or _NUMBER.fullmatch(word):
+        return "number"
+    return "function word" if word.lower() in ENGLISH_STOP_WORDS else "content word"
+
+
+def frequency_bin(train_count: int) -> str:
+    """The label of the `FREQUENCY_BINS` entry that holds a training-split count."""
+    return next(label for label, low, high in FREQUENCY_BINS if low <= train_count <= high)
+
+
+def _word(row: np.ndarray, chars: tuple[str, ...]) -> str:
+    """The token a row of character ids spells (START, characters, END, padding)."""
+    ids = row[1:]
+    spelled = "".join(chars[i] for i in ids[:int(np.argmax(ids == END))])
+    return {EOS_CHAR: EOS, UNK_CHAR: UNK}.get(spelled, spelled)
+
+
+def word_types(split: Split, chars: tuple[str, ...]):
+    """(types, rows, counts, token_type): the distinct spellings of a split, their character
+    ids, how often each occurs, and each token's index into `types`."""
+    rows, token_type, counts = np.unique(split.chars, axis=0, return_inverse=True,
+                                         return_counts=True)
+    return ([_word(row, chars) for row in rows], rows, counts.astype(np.int64),
+            token_type.reshape(-1))
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenGates:
+    """Gate values per word type of one split, and how the split's tokens map onto the types."""
+
+    gate: str  # "T" or "C"
+    variant: str
+    layers: list[str]  # the embedder's highway layers
+    types: list[str]  # distinct words of the split, as spelled
+    counts: np.ndarray  # int64 [types]: occurrences in the split
+    train_counts: np.ndarray  # int64 [types]: occurrences in the training split
+    values: np.ndarray  # float32 [types, layers, units]: the gate per unit
+    token_type: np.ndarray  # int64 [tokens]: each token's type
+
+    @property
+    def type_means(self) -> np.ndarray:
+        """[types, layers]: the gate's mean over units."""
+        return self.values.mean(axis=-1)
+
+    def per_token(self) -> np.ndarray:
+        """[tokens, layers]: each token's mean gate over units (its type's, repeated)."""
+        return self.type_means[self.token_type]
+
+    @property
+    def classes(self) -> list[str]:
+        return [word_class(word) for word in self.types]
+
+    @property
+    def frequency_bins(self) -> list[str]:
+        return [frequency_bin(int(n)) for n in self.train_counts]
+
+    @property
+    def lengths(self) -> list[int | None]:
+        """Characters per type; None for `<eos>` and `<unk>` (spelled by one symbol)."""
+        return [None if word in (EOS, UNK) else len(word) for word in self.types]
+
+
+def embedder_gates(embedder, chars: np.ndarray, gate: str = "T",
+                   batch_size: int = 1024) -> np.ndarray:
+    """[words, layers, units]: the `gate` ("T" or "C") of each highway layer of `embedder` for
+    each row of character ids, computed in batches.
+
+    The highway layers' input is the embedder's own output with all of them lesioned (each
+    returns its input: `zoo.analysis.lesioned`), i.e. the pooled CNN features; each layer's
+    gate is then read from its input, and its output feeds the next layer.
+    """
+    from keras import ops
+
+    from zoo.analysis.lesion import lesioned
+
+    layers = embedder.highways
+    read = {"T": "transform_gate", "C": "carry_gate"}[gate]
+    batches = []
+    for start in range(0, len(chars), batch_size):
+        batch = np.asarray(chars[start:start + batch_size], np.int32)
+        with lesioned(*layers):
+            x = embedder(batch)
+        per_layer = []
+        for layer in layers:
+            per_layer.append(ops.convert_to_numpy(getattr(layer, read)(x)).astype(np.float32))
+            x = layer(x)
+        batches.append(np.stack(per_layer, axis=1))
+    return np.concatenate(batches)
+
+
+def token_gates(model, corpus: Corpus, split: str = "test", *, gate: str | None = None,
+                batch_size: int = 1024) -> TokenGates:
+    """The gate activity of every token of `corpus`'s `split` under a trained char LM.
+
+    Args:
+        model: a character-aware language model (`zoo.load(RUN_DIR)`) or its
+            `CharCNNEmbedder`, trained on `corpus`'s character vocabulary.
+        corpus: a loaded corpus (`training.data.text.load_corpus`); its training split gives
+            the word frequencies.
+        split: "train", "valid" or "test".
+        gate: "T" or "C"; default T where the variant learns it, C for c_only.
+        batch_size: word types per forward pass.
+    """
+    embedder = char_embedder(model)
+    if not embedder.highways:
+        raise ValueError(f"{embedder.name} has no highway layers (highway_layers=0): no gates "
+                         "to read.")
+    variant = embedder.highway_variant
+    gate = gate or gate_of(variant)
+    if gate is None:
+        raise ValueError(
+            f"The highway layers of {embedder.name} are variant {variant!r}, which has no gate "
+            f"({'y = H(x) + x' if variant == 'residual' else 'y = H(x)'}): T and C are constants, "
+            "so no token is carried more than another.")
+    if gate not in ("T", "C") or gate.lower() not in LEARNED_BRANCHES[variant]:
+        raise ValueError(f"gate must be one the variant {variant!r} learns "
+                         f"({', '.join(b.upper() for b in LEARNED_BRANCHES[variant][1:])}). "
+                         f"Received: gate={gate!r}")
+    if embedder.char_vocab_size != corpus.num_chars:
+        raise ValueError(
+            f"The model reads {embedder.char_vocab_size} character ids; the corpus "
+            f"{corpus.directory} has {corpus.num_chars}. Give the corpus it was trained on.")
+    data = corpus.split(split)
+    types, rows, counts, token_type = word_types(data, corpus.chars)
+    train_types, _, train_counts, _ = word_types(corpus.train, corpus.chars)
+    in_training = dict(zip(train_types, train_counts.tolist()))
+    return TokenGates(
+        gate=gate, variant=variant, layers=[layer.name for layer in embedder.highways],
+        types=types, counts=counts,
+        train_counts=np.array([in_training.get(w, 0) for w in types], np.int64),
+        values=embedder_gates(embedder, rows, gate, batch_size), token_type=token_type)
+
+
+def _group(name: str, selected: np.ndarray, gates: TokenGates) -> dict[str, Any]:
+    """Token-weighted means of the types in `selected` (a boolean mask over types)."""
+    weights = gates.counts[selected].astype(np.float64)
+    per_unit = np.tensordot(weights, gates.values[selected].astype(np.float64), axes=1)
+    per_unit /= weights.sum()
+    return {"group": name, "tokens": int(weights.sum()), "types": int(selected.sum()),
+            "mean": per_unit.mean(axis=-1).tolist(), "per_unit": per_unit.tolist()}
+
+
+def _grouped(labels: list, order, gates: TokenGates) -> list[dict[str, Any]]:
+    labels = np.array(labels, dtype=object)
+    return [_group(str(name), labels == name, gates) for name in order
+            if np.any(labels == name)]
+
+
+def _ranked(gates: TokenGates, min_count: int, top: int, carried: bool) -> list[dict]:
+    means = gates.type_means
+    overall = means.mean(axis=1)
+    frequent = [i for i in range(len(gates.types)) if gates.train_counts[i] >= min_count]
+    # Low T carries; high C carries.
+    reverse = (gates.gate == "C") == carried
+    frequent.sort(key=lambda i: (-overall[i] if reverse else overall[i], gates.types[i]))
+    return [{"word": gates.types[i], "mean": float(overall[i]), "layers": means[i].tolist(),
+             "train_count": int(gates.train_counts[i]), "count": int(gates.counts[i])}
+            for i in frequent[:top]]
+
+
+def summarize(gates: TokenGates, *, min_count: int = 20, top: int = 15) -> dict[str, Any]:
+    """Mean gate over all tokens and by frequency bin, length and class (count-weighted over
+    types: means over tokens), and the `top` most carried and most transformed words among
+    those seen at least `min_count` times in training."""
+    everything = np.ones(len(gates.types), bool)
+    lengths = gates.lengths
+    overall = _group("all", everything, gates)
+    per_token = gates.per_token().astype(np.float64)  # [tokens, layers]
+    averaged = per_token.mean(axis=1)
+    tokens, edges = np.histogram(averaged, bins=HISTOGRAM_BINS)
+    per_unit = np.asarray(overall["per_unit"])
+    return {
+        "gate": gates.gate,
+        "variant": gates.variant,
+        "layers": gates.layers,
+        "tokens": int(gates.counts.sum()),
+        "types": len(gates.types),
+        "overall": overall,
+        "spread": {
+            "std": per_token.std(axis=0).tolist(),
+            "percentiles": {str(q): np.percentile(per_token, q, axis=0).tolist()
+                            for q in (1, 5, 25, 50, 75, 95, 99)},
+            # Units whose mean over all tokens is past one half (T: mostly transforming).
+            "units_over_half": (per_unit > 0.5).sum(axis=-1).tolist(),
+            "unit_max": per_unit.max(axis=-1).tolist(),
+            "unit_min": per_unit.min(axis=-1).tolist(),
+            "histogram": {"edges": edges.tolist(), "tokens": tokens.tolist(),
+                          "of": "each token's gate, mean over units and layers"},
+        },
+        "by_frequency": _grouped(gates.frequency_bins, [b[0] for b in FREQUENCY_BINS], gates),
+        "by_length": _grouped(lengths, sorted({n for n in lengths if n is not None}), gates),
+        "by_class": _grouped(gates.classes, CLASSES, gates),
+        "min_count": min_count,
+        "most_carried": _ranked(gates, min_count, top, carried=True),
+        "most_transformed": _ranked(gates, min_count, top, carried=False),
+    }
+
+
+def gate_biases(model, gate: str) -> list[float]:
+    """Each highway layer's mean gate bias (b_T or b_C)."""
+    from keras import ops
+
+    layers = char_embedder(model).highways
+    return [float(np.mean(ops.convert_to_numpy(
+        layer.transform_bias if gate == "T" else layer.carry_bias))) for layer in layers]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, float | np.floating):
+        return round(float(value), 5) if np.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _annotate(ax, x, y, tokens, vertical=False):
+    for xi, yi, n in zip(x, y, tokens):
+        ax.annotate(f"{n:,}", (xi, yi), textcoords="offset points", xytext=(0, 5),
+                    ha="center", va="bottom", fontsize=6, color="0.3",
+                    rotation=90 if vertical else 0)
+
+
+def plot_tokens(report: dict[str, Any], path: str | os.PathLike | None = None,
+                title: str = ""):
+    """Mean gate by frequency bin, by length and by word class (one line, or bar, per highway
+    layer; the tokens of each group annotated), and the distribution over tokens; the mean
+    over all tokens dashed, and at initialisation dotted when the report has it. The y-axes
+    start near the lowest value, not at 0: the differences are small."""
+    from matplotlib.figure import Figure
+
+    gate, layers = report["gate"], report["layers"]
+    fig = Figure(figsize=(19, 4.6))
+    axes = fig.subplots(1, 4, gridspec_kw={"width_ratios": [1.1, 1.5, 1.0, 1.0]})
+    panels = (("by_frequency", "count in the training split"),
+              ("by_length", "word length (characters)"), ("by_class", "word class"))
+    references = [("all tokens", "--", float(np.mean(report["overall"]["mean"])))]
+    if report.get("initial"):
+        references.append(("at initialisation", ":", float(np.mean(report["initial"]["mean"]))))
+    for ax, (key, xlabel) in zip(axes, panels):
+        groups = report[key]
+        x = np.arange(len(groups))
+        width = 0.8 / len(layers)
+        for i, layer in enumerate(layers):
+            y = [g["mean"][i] for g in groups]
+            if key == "by_class":
+                ax.bar(x + (i - (len(layers) - 1) / 2) * width, y, width, label=layer)
+            else:
+                ax.plot(x, y, marker="o", markersize=3, label=layer)
+        top = [max(g["mean"]) for g in groups]
+        _annotate(ax, x, top, [g["tokens"] for g in groups], vertical=key == "by_length")
+        for label, style, value in references:
+            ax.axhline(value, color="0.4", linestyle=style, linewidth=0.8, label=label)
+        ax.set_xticks(x, [g["group"] for g in groups], fontsize=7,
+                      rotation=30 if key == "by_class" else 0)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(f"mean {gate} over units", fontsize=8)
+        ax.tick_params(labelsize=7)
+        low, high = ax.get_ylim()
+        if key == "by_class":  # bars from the lowest group, so the differences show
+            low = min([min(g["mean"]) for g in groups] + [v for _, _, v in references])
+            low -= 0.1 * (high - low)
+        ax.set_ylim(low, high + 0.15 * (high - low))
+        ax.set_title(f"mean {gate} {key.replace('_', ' ')} (labels: tokens)", fontsize=9)
+    histogram = report["spread"]["histogram"]
+    edges = np.asarray(histogram["edges"])
+    axes[3].bar(edges[:-1], histogram["tokens"], np.diff(edges), align="edge", color="C0")
+    for label, style, value in references:
+        axes[3].axvline(value, color="0.4", linestyle=style, linewidth=0.8, label=label)
+    axes[3].set_xlabel(f"{gate} of a token, mean over units" + (" and layers" if len(layers) > 1
+                                                                 else ""), fontsize=8)
+    axes[3].set_ylabel("tokens", fontsize=8)
+    axes[3].tick_params(labelsize=7)
+    axes[3].set_title(f"distribution over tokens (std {np.mean(report['spread']['std']):.4f})",
+                      fontsize=9)
+    axes[0].legend(fontsize=7, loc="lower left")
+    carried = "0 carries, 1 transforms" if gate == "T" else "1 carries, 0 blocks the input"
+    fig.suptitle((title + ": " if title else "") + f"{gate} per token ({carried}), "
+                 f"{report['tokens']:,} tokens, {report['types']:,} word types", fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        with atomic_path(path, overwrite=True) as tmp:
+            fig.savefig(tmp, dpi=DPI)
+    return fig
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report's tables in Markdown: by frequency, length and class, then the word lists."""
+    gate, layers = report["gate"], report["layers"]
+    head = "| {} | tokens | types | " + " | ".join(f"mean {gate}, {n}" for n in layers) + " |"
+    rule = "| --- | ---: | ---: | " + " | ".join("---:" for _ in layers) + " |"
+    lines = [f"Mean {gate} over units per token ({report['variant']} highway layers); "
+             f"{report['tokens']:,} tokens, {report['types']:,} word types. All tokens: "
+             + ", ".join(f"{n} {m:.4f}" for n, m in zip(layers, report["overall"]["mean"]))
+             + "."]
+    if report.get("initial"):
+        lines[0] += (" At initialisation: " + ", ".join(
+            f"{n} {m:.4f}" for n, m in zip(layers, report["initial"]["mean"])) + ".")
+    for key, what in (("by_frequency", "training count"), ("by_length", "characters"),
+                      ("by_class", "class")):
+        lines += ["", head.format(what), rule]
+        lines += [f"| {g['group']} | {g['tokens']:,} | {g['types']:,} | "
+                  + " | ".join(f"{m:.4f}" for m in g["mean"]) + " |" for g in report[key]]
+    for key, what in (("most_carried", "Most carried"), ("most_transformed", "Most transformed")):
+        lines += ["", f"{what} words (training count >= {report['min_count']}; mean {gate} "
+                  "over units and layers):", "",
+                  f"| word | mean {gate} | training count | tokens here |",
+                  "| --- | ---: | ---: | ---: |"]
+        lines += [f"| {w['word']} | {w['mean']:.4f} | {w['train_count']:,} | {w['count']:,} |"
+                  for w in report[key]]
+    return "\n".join(lines) + "\n"
+
+
+def token_report(model, corpus: Corpus, out: str | os.PathLike, split: str = "test", *,
+                 gate: str | None = None, batch_size: int = 1024, min_count: int = 20,
+                 top: int = 15, initial=None,
+                 describe: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`summarize(token_gates(...))` with the gate biases, into `out`: tokens.json (every
+    number, per-unit means by group included), tokens.png and tokens.md.
+
+    `initial`: the same architecture freshly initialised (optional); its mean gate over all
+    tokens is reported beside the trained one, to show how far training moved it.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    gates = token_gates(model, corpus, split, gate=gate, batch_size=batch_size)
+    report = {"model": getattr(model, "name", None), **(describe or {}), "split": split,
+              **summarize(gates, min_count=min_count, top=top),
+              "bias": gate_biases(model, gates.gate)}
+    if initial is not None:
+        fresh = token_gates(initial, corpus, split, gate=gates.gate, batch_size=batch_size)
+        report["initial"] = {"mean": summarize(fresh, min_count=min_count, top=0)["overall"][
+            "mean"], "bias": gate_biases(initial, gates.gate)}
+    report["files"] = {"json": TOKENS_FILE, "figure": TOKENS_FIGURE, "table": TOKENS_TABLE}
+    report = _jsonable(report)
+    plot_tokens(report, out / TOKENS_FIGURE, title=str(report.get("model") or ""))
+    write_text(out / TOKENS_TABLE, markdown(report), overwrite=True)
+    write_text(out / TOKENS_FILE, json.dumps(report, indent=1) + "\n", overwrite=True)
+    return report
+
