@@ -410,9 +410,9 @@ def token_report(model, corpus: Corpus, out: str | os.PathLike, split: str = "te
     `initial`: the same architecture freshly initialised (optional); its mean gate over all
     tokens is reported beside the trained one, to show how far training moved it.
     """
+    gates = token_gates(model, corpus, split, gate=gate, batch_size=batch_size)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    gates = token_gates(model, corpus, split, gate=gate, batch_size=batch_size)
     report = {"model": getattr(model, "name", None), **(describe or {}), "split": split,
               **summarize(gates, min_count=min_count, top=top),
               "bias": gate_biases(model, gates.gate)}
