@@ -77,8 +77,10 @@ class LanguageModelSettings:
     """What a language-model run trains and how, settled before it touches a directory."""
 
     def __init__(self, name: str, corpus: Corpus, recipe: dict[str, Any], seed: int,
-                 overrides: dict[str, Any], max_train_tokens: int | None):
+                 overrides: dict[str, Any], max_train_tokens: int | None,
+                 weights: dict[str, str] | None = None):
         self.name, self.corpus, self.recipe, self.seed = name, corpus, recipe, seed
+        self.weights = weights  # fine-tuning: {"source": the run directory, "sha256": ...}
         self.overrides = overrides  # the stateless model's; training adds state and batch
         self.max_train_tokens = max_train_tokens
         steps, batch = recipe["bptt_steps"], recipe["batch_size"]
@@ -93,13 +95,16 @@ class LanguageModelSettings:
     @property
     def config(self) -> dict[str, Any]:
         """What a resume must match (training.run_dir.run_config)."""
-        return {
+        config = {
             "architecture": self.name,
             "overrides": self.overrides,
             "recipe": self.recipe,
             "seed": self.seed,
             "dataset": self.corpus_record,
         }
+        if self.weights is not None:
+            config["initial_weights"] = self.weights
+        return config
 
     @property
     def corpus_record(self) -> dict[str, Any]:
@@ -119,8 +124,12 @@ def settle(name: str, corpus: str | os.PathLike | Corpus, *, recipe: str | None 
            epochs: int | None = None, batch_size: int | None = None,
            learning_rate: float | None = None, recipe_overrides: dict | None = None,
            seed: int = 0, max_train_tokens: int | None = None,
+           weights: str | os.PathLike | None = None,
            **overrides: Any) -> LanguageModelSettings:
     """Checks everything a run needs (recipe, corpus, overrides) and reads the corpus."""
+    start, vocabulary = None, None
+    if weights is not None:  # fine-tuning: the run's net, read with the run's vocabulary
+        name, overrides, vocabulary, start = _fine_tuning(name, weights, overrides)
     info = zoo.describe(name)
     if info["family"] != "char_lm":
         raise ValueError(f"{name} is not a language model (family {info['family']!r}); "
@@ -141,8 +150,10 @@ def settle(name: str, corpus: str | os.PathLike | Corpus, *, recipe: str | None 
         limit = tuple(overrides["input_shape"])[1]
     else:
         limit = None
+    if isinstance(corpus, Corpus) and vocabulary is not None:
+        corpus = corpus.directory
     if not isinstance(corpus, Corpus):
-        corpus = load_corpus(corpus, max_word_length=limit)
+        corpus = load_corpus(corpus, max_word_length=limit, vocabulary=vocabulary)
     elif limit is not None and corpus.max_word_length > limit:
         raise ValueError(f"The corpus has words of {corpus.max_word_length - 2} characters; "
                          f"input_shape allows {limit - 2}. Raise input_shape[1].")
@@ -158,7 +169,30 @@ def settle(name: str, corpus: str | os.PathLike | Corpus, *, recipe: str | None 
         "char_vocab_size": len(corpus.chars),
     }
     zoo.registry.get(name).resolve(overrides)  # every override checked before any work
-    return LanguageModelSettings(name, corpus, recipe_, seed, overrides, max_train_tokens)
+    return LanguageModelSettings(name, corpus, recipe_, seed, overrides, max_train_tokens,
+                                 start)
+
+
+def _fine_tuning(name: str, weights, overrides: dict[str, Any]):
+    """(name, overrides, vocabulary, weights record) to go on training a finished run: its
+    architecture and overrides (only the dropout may change), its words and characters."""
+    from zoo.weights import read_model_dir, verify
+
+    weights_path, record = read_model_dir(weights)
+    if record.get("architecture") != name:
+        raise ValueError(f"{weights} holds {record.get('architecture')!r}, not {name!r}: "
+                         "fine-tune it under its own name.")
+    vocabulary = record.get("vocabulary")
+    if vocabulary is None:
+        raise ValueError(f"{weights} records no vocabulary (it is not a run of train_lm): "
+                         "its word and character ids would mean nothing on another text.")
+    recorded = dict(record.get("overrides") or {})
+    changed = sorted(k for k in overrides if k != "dropout" and overrides[k] != recorded.get(k))
+    if changed:
+        raise ValueError(f"Fine-tuning keeps the trained net: {', '.join(changed)} cannot "
+                         f"change (only dropout can). {weights} was trained with {recorded}.")
+    return (name, {**recorded, **overrides}, vocabulary,
+            {"source": str(Path(weights).resolve()), "sha256": verify(weights_path)})
 
 
 def train_lm(name: str, corpus: str | os.PathLike | Corpus, *, out: str | os.PathLike | None = None,
@@ -174,8 +208,11 @@ def train_lm(name: str, corpus: str | os.PathLike | Corpus, *, out: str | os.Pat
         verbose: 1 prints one line per epoch; 0 nothing.
         tensorboard: write per-epoch scalars to `out/tensorboard`.
         **kwargs: `recipe`, `epochs`, `batch_size`, `learning_rate`, `recipe_overrides`,
-            `seed`, `max_train_tokens` (train on the first N tokens only), and architecture
-            overrides (`variant="t_only"`, `highway_layers=4`, `dropout`, ...).
+            `seed`, `max_train_tokens` (train on the first N tokens only), `weights` (a
+            finished run directory of the same architecture: fine-tune it on `corpus`, read
+            with the run's vocabulary; its overrides are kept, only `dropout` may change),
+            and architecture overrides (`variant="t_only"`, `highway_layers=4`, `dropout`,
+            ...).
 
     Returns:
         The final metrics (test and validation perplexity), with `run_dir`.
@@ -234,7 +271,8 @@ class TimeSummedCrossentropy(keras.losses.Loss):
 
 def _compiled(settings: LanguageModelSettings) -> keras.Model:
     keras.utils.set_random_seed(settings.seed)
-    model = zoo.load(settings.name, **settings.training_overrides())
+    weights = settings.weights and settings.weights["source"]
+    model = zoo.load(settings.name, weights=weights, **settings.training_overrides())
     recipe = settings.recipe
     clip = {"global_clipnorm": recipe["global_clipnorm"]} if recipe["global_clipnorm"] else {}
     model.compile(

@@ -9,6 +9,9 @@ what TF Serving would run) and prints, per image, the predicted class and the to
 probabilities. Images are PNG files (decoded as stored, 0-255) or `.npy` arrays holding one
 image `[height, width, channels]` (`[height, width]` for one channel) or a batch
 `[n, height, width, channels]` of raw pixel values.
+
+A language model's export (zoo/lm_export.py) takes words instead: `predict --model-dir DIR
+the cat sees` prints the most probable next words after the whole sentence.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 SIGNATURE = "serving_default"
+WORDS = "words"  # a language model's input (zoo.lm_export.INPUT_NAME)
 
 
 class ImageShapeError(ValueError):
@@ -32,6 +36,14 @@ class Prediction:
     source: str
     class_id: int
     top: list[tuple[int, float]]
+
+
+@dataclass
+class NextWords:
+    """A sentence and the most probable words to follow it."""
+
+    context: list[str]
+    top: list[tuple[str, float]]
 
 
 def load_signature(model_dir: str | Path, signature: str = SIGNATURE):
@@ -119,10 +131,13 @@ def read_images(path: str | Path, image_shape: tuple[int, ...]) -> list[tuple[st
 def predict(
     model_dir: str | Path, paths: list[str | Path], top: int = 3, batch_size: int = 256
 ) -> list[Prediction]:
-    """Runs the exported model's `serving_default` on the images in `paths`."""
+    """Runs the exported model's `serving_default` on the images in `paths`; for a language
+    model, `paths` are the words of one sentence (a list of one `NextWords`)."""
     import tensorflow as tf
 
     _, fn, input_name, image_shape = load_signature(model_dir)
+    if input_name == WORDS:
+        return [next_words(fn, [str(word) for word in paths], top)]
     images = [item for path in paths for item in read_images(path, image_shape)]
     results = []
     for start in range(0, len(images), batch_size):
@@ -135,3 +150,16 @@ def predict(
                 Prediction(label, int(best[0]), [(int(c), float(p[c])) for c in best])
             )
     return results
+
+
+def next_words(fn, words: list[str], top: int) -> NextWords:
+    """The words the language model's signature `fn` puts most probably after `words` (at most
+    the export's top k, 5)."""
+    import tensorflow as tf
+
+    if not words:
+        raise ValueError("Give the words of a sentence to continue, e.g. `the cat`.")
+    out = fn(**{WORDS: tf.constant([words])})
+    found = out["top_words"].numpy()[0, -1][:top]
+    probabilities = out["top_probabilities"].numpy()[0, -1][:top]
+    return NextWords(words, [(w.decode(), float(p)) for w, p in zip(found, probabilities)])

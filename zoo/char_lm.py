@@ -45,8 +45,14 @@ def _check_shape(input_shape):
 
 
 def _features(args):
-    return feature_info("embedder", (args["input_shape"][0], sum(args["filters"])),
+    info = feature_info("embedder", (args["input_shape"][0], sum(args["filters"])),
                         poolable=False)
+    # Per word, not per example: feature_info's wording is the image families'.
+    info["description"] = (
+        "include_top=False returns the output of layer 'embedder' (character CNN and highway "
+        f"layers): one vector of {sum(args['filters'])} features per word, shape "
+        f"(batch, steps, {sum(args['filters'])}).")
+    return info
 
 
 @register_family("char_lm", CHAR_LM_OVERRIDES, features=_features)

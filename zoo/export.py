@@ -144,12 +144,19 @@ def export(
         raise ValueError(f"format must be one of {FORMATS}. Received: format={format!r}")
     model, weights_record = _resolve_model(model_or_name, weights, random_weights, overrides)
     name = name or getattr(model, "architecture", None) or model.name
+    from zoo import lm_export
+
+    # A language model takes words: its vocabulary is checked (refused if missing) first.
+    vocabulary = lm_export.vocabulary_of(model) if lm_export.is_language_model(model) else None
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(
             "A served model name takes letters, digits, '_', '.' and '-', and does not start "
             f"with '.' or '-'. Received: name={name!r}"
         )
     if format == "tflite":
+        if vocabulary is not None:
+            raise ValueError("A language model is exported as a SavedModel only: its spelling "
+                             "of words uses string ops outside TFLite's builtins.")
         from zoo import tflite
 
         return tflite.export(model, Path(base_dir) / name, version, name)
@@ -163,7 +170,10 @@ def export(
     if version is not None:
         _refuse_existing(model_dir / str(version), name)
 
-    archive, signatures = _build_archive(model, max_batch)
+    if vocabulary is not None:
+        archive, signatures = lm_export.build_archive(model, vocabulary, max_batch)
+    else:
+        archive, signatures = _build_archive(model, max_batch)
     writer = f"{socket.gethostname()}+{os.getpid()}"
     tmp = model_dir / f"{TMP_PREFIX}{name}+{writer}+{secrets.token_hex(4)}"
     tmp.mkdir(mode=0o755)
@@ -172,9 +182,12 @@ def export(
             _write_archive(archive, tmp)
             extra = tmp / ASSETS_EXTRA
             extra.mkdir(exist_ok=True)
-            if warmup:
+            if warmup and vocabulary is not None:
+                _write_records(extra / WARMUP_FILE, lm_export.warmup_requests(name, signatures))
+            elif warmup:
                 write_warmup_requests(extra / WARMUP_FILE, name, input_shape_of(model), signatures)
-            record = {**_provenance(model, name, weights_record, warmup), "max_batch": max_batch}
+            record = {**_provenance(model, name, weights_record, warmup, vocabulary),
+                      "max_batch": max_batch}
             (extra / METADATA_FILE).write_text(json.dumps(record, indent=2, default=str) + "\n")
         except Exception as err:
             if not _is_out_of_space(err):
@@ -249,7 +262,13 @@ def write_batching_config(base_dir: str | os.PathLike, max_batch: int) -> Path:
 def _resolve_model(model_or_name, weights, random_weights, overrides):
     """The model to export and the record of its weights."""
     import zoo
+    from zoo import loading
 
+    if isinstance(model_or_name, (str, os.PathLike)) and not random_weights \
+            and weights is None and loading.is_preset(model_or_name):
+        # A preset (a run directory) brings its architecture, overrides and weights.
+        model = zoo.load(model_or_name, **overrides)
+        return model, _weights_record(model.architecture, model_or_name)
     if isinstance(model_or_name, str):
         if weights is None and not random_weights:
             raise ValueError(
@@ -320,10 +339,14 @@ def write_warmup_requests(
     path: str | os.PathLike, name: str, input_shape, signatures=SIGNATURES
 ) -> Path:
     """Writes the warm-up requests as the TFRecord file TF Serving replays on load."""
+    return _write_records(path, warmup_requests(name, input_shape, signatures))
+
+
+def _write_records(path: str | os.PathLike, logs: list) -> Path:
     import tensorflow as tf
 
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for log in warmup_requests(name, input_shape, signatures):
+        for log in logs:
             writer.write(log.SerializeToString())
     return Path(path)
 
@@ -340,10 +363,35 @@ def variables_sha256(model) -> str:
     return digest.hexdigest()
 
 
-def _provenance(model, name: str, weights_record: dict, warmup: bool) -> dict[str, Any]:
+def _provenance(model, name: str, weights_record: dict, warmup: bool,
+                vocabulary: dict | None = None) -> dict[str, Any]:
     import keras
     import tensorflow as tf
 
+    if vocabulary is not None:  # a language model: words in
+        from zoo import lm_export
+
+        input_ = lm_export.input_record(model, vocabulary)
+        outputs = lm_export.output_record(vocabulary)
+    else:
+        input_, outputs = _image_records(model)
+    return {
+        "format": 1,
+        "name": name,
+        "architecture": getattr(model, "architecture", None),
+        "overrides": getattr(model, "overrides", {}),
+        "weights": weights_record,
+        "variables_sha256": variables_sha256(model),
+        "input": input_,
+        "signatures": outputs,
+        "warmup_requests": WARMUP_FILE if warmup else None,
+        "metadata": getattr(model, "metadata", {}),
+        "exported_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+    }
+
+
+def _image_records(model) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
     gated = [layer.name for layer in highway_layers(model)]
     shape = list(input_shape_of(model))
     outputs = {
@@ -355,21 +403,8 @@ def _provenance(model, name: str, weights_record: dict, warmup: bool) -> dict[st
     }
     if gated:
         outputs["gates"] = {layer: "float32 [batch]" for layer in gated}
-    return {
-        "format": 1,
-        "name": name,
-        "architecture": getattr(model, "architecture", None),
-        "overrides": getattr(model, "overrides", {}),
-        "weights": weights_record,
-        "variables_sha256": variables_sha256(model),
-        "input": {"name": INPUT_NAME, "dtype": "float32", "shape": [None, *shape],
-                  "values": "raw pixel values 0-255 as stored in the dataset"},
-        "signatures": outputs,
-        "warmup_requests": WARMUP_FILE if warmup else None,
-        "metadata": getattr(model, "metadata", {}),
-        "exported_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
-    }
+    return ({"name": INPUT_NAME, "dtype": "float32", "shape": [None, *shape],
+             "values": "raw pixel values 0-255 as stored in the dataset"}, outputs)
 
 
 # --- the directory layout ---------------------------------------------------------------------

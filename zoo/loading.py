@@ -39,6 +39,7 @@ from zoo.weights import read_model_dir, verify
 _NOT_BODY = (*registry.TOP_OVERRIDES, "stacked", "input_shape")
 _STACK = "highway_stack"
 _PER_LAYER = re.compile(r"highway_(\d+)")
+_LSTM = re.compile(r"lstm_\d+")  # zoo/char_lm.py's layer names
 
 
 class WeightsMismatchError(ValueError):
@@ -57,6 +58,9 @@ class WeightsSource:
     architecture: str
     overrides: dict[str, Any] | None
     label: str
+    # A language model's words and characters (model.json's "vocabulary"): the ids its
+    # weights were trained on, which the model carries on (`model.vocabulary`).
+    vocabulary: dict[str, list[str]] | None = None
 
 
 def is_preset(name: str | os.PathLike) -> bool:
@@ -111,6 +115,8 @@ def load(
     model = HighwayZooModel(arch.name, overrides)
     if source is not None:
         load_into(model, source, user_overrides=overrides)
+        if source.vocabulary is not None:
+            model.vocabulary = source.vocabulary
     return model
 
 
@@ -157,7 +163,7 @@ def weights_source(name: str, weights: str | os.PathLike | None) -> WeightsSourc
         verify(weights_path)
         _check_record_hash(weights_path, record)
         return WeightsSource(weights_path, source_name, dict(record.get("overrides") or {}),
-                             f"preset {path}")
+                             f"preset {path}", record.get("vocabulary"))
     if path.is_file() or str(path).endswith(".weights.h5"):
         verify(path)
         return WeightsSource(path, name, None, f"weights file {path}")
@@ -323,7 +329,7 @@ def load_into(model: HighwayZooModel, source: WeightsSource, user_overrides=None
     if from_stack and from_stack != len(arrays[_STACK][0]):
         raise _mismatch(source, model, f"the weights' {_STACK} does not match"
                         f"{_depths(arrays, model)}")
-    unused = [n for n in arrays if n not in used and not (n in TOP_LAYERS and new_top)]
+    unused = [n for n in arrays if n not in used and not (_in_top(n, model) and new_top)]
     if unused:
         raise _mismatch(source, model, f"the weights hold layers the network lacks, "
                         f"{_name_range(unused)}{_depths(arrays, model)}")
@@ -338,6 +344,14 @@ def load_into(model: HighwayZooModel, source: WeightsSource, user_overrides=None
             f"{_describe(model)}: loaded every body weight from {source.label}; "
             f"{'; '.join(fresh)}. Train it before use.", UserWarning, stacklevel=3,
         )
+
+
+def _in_top(name: str, model) -> bool:
+    """Whether the source's layer `name` is part of the top `include_top=False` removes: the
+    classifier, and a language model's LSTMs (its features are the embedder's, per word)."""
+    if name in TOP_LAYERS:
+        return True
+    return model.metadata.get("family") == "char_lm" and bool(_LSTM.fullmatch(name))
 
 
 def _arrays_for(layer, arrays) -> tuple[list[np.ndarray] | None, list[str]]:

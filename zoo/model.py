@@ -56,6 +56,9 @@ class HighwayZooModel(keras.Model):
             super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.architecture = architecture
         self.overrides = dict(overrides or {})
+        # A language model loaded from a run directory gets its words and characters here
+        # (zoo.loading), which zoo.save and zoo.export carry on; None for any other.
+        self.vocabulary = None
         self.metadata = self._metadata(arch)
 
     def _metadata(self, arch: registry.Architecture) -> dict[str, Any]:

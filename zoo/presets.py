@@ -37,6 +37,16 @@ _METRICS = {
     "epochs": "epochs",
     "train_seconds": "training time (s)",
 }
+# A language model's (training.language_model's metrics.json): val_* is the validation split.
+_LM_METRICS = {
+    "test_perplexity": "test perplexity",
+    "val_perplexity": "validation perplexity",
+    "test_loss": "test loss (nats per word)",
+    "val_loss": "validation loss (nats per word)",
+    "final_train_perplexity": "final training perplexity",
+    "epochs": "epochs",
+    "train_seconds": "training time (s)",
+}
 
 
 def save(
@@ -65,6 +75,10 @@ def save(
             f"records. Received: a {type(model).__name__}. Save any other Keras model with "
             "model.save('model.keras'), or zoo.save the zoo model inside it.")
     directory = Path(directory)
+    vocabulary = getattr(model, "vocabulary", None)
+    if vocabulary is not None:  # a language model's ids travel with its weights
+        extra = {"vocabulary": {"words": list(vocabulary["words"]),
+                                "chars": list(vocabulary["chars"])}, **(extra or {})}
     digest = save_weights(model, directory / WEIGHTS_FILE)
     record = {
         "architecture": model.architecture,
@@ -91,6 +105,7 @@ def model_card(record: dict[str, Any], directory: Path) -> str:
     meta = record.get("metadata", {})
     name = record["architecture"]
     overrides = record.get("overrides") or {}
+    language_model = meta.get("family") == "char_lm"
     args = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
     lines = [
         f"# {directory.resolve().name}: `{name}`" + (f" ({args})" if args else ""),
@@ -99,25 +114,15 @@ def model_card(record: dict[str, Any], directory: Path) -> str:
         "",
         "## Use",
         "",
-        "```python",
-        "import zoo",
-        f"model = zoo.load({str(directory)!r})                      # as saved",
-        f"model = zoo.load({str(directory)!r}, classes=5)           # fine-tune: a new classifier",
-        f"features = zoo.load({str(directory)!r}, include_top=False)  # the body's features",
-        "```",
-        "",
-        f"Input: raw pixel values 0-255, shape {tuple(meta.get('input_shape', ()))} "
-        f"({meta.get('preprocessing', 'preprocessing inside the model')}). "
-        + ("Output: class probabilities over "
-           f"{meta.get('classes')} classes (layer `predictions`)."
-           if overrides.get("include_top", True)
-           else f"Output: the body's features, {meta.get('features', {}).get('description', '')}"),
+        *(_language_model_use(record, directory) if language_model else _image_use(record,
+                                                                                    directory)),
         "",
         "## Measured",
         "",
     ]
     metrics = record.get("metrics") or {}
-    shown = [(label, metrics[key]) for key, label in _METRICS.items() if key in metrics]
+    labels = _LM_METRICS if language_model else _METRICS
+    shown = [(label, metrics[key]) for key, label in labels.items() if key in metrics]
     if shown:
         lines += ["| measure | value |", "| --- | ---: |"]
         lines += [f"| {label} | {_value(value)} |" for label, value in shown]
@@ -148,3 +153,48 @@ def model_card(record: dict[str, Any], directory: Path) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _image_use(record: dict[str, Any], directory: Path) -> list[str]:
+    meta, overrides = record.get("metadata", {}), record.get("overrides") or {}
+    return [
+        "```python",
+        "import zoo",
+        f"model = zoo.load({str(directory)!r})                      # as saved",
+        f"model = zoo.load({str(directory)!r}, classes=5)           # fine-tune: a new classifier",
+        f"features = zoo.load({str(directory)!r}, include_top=False)  # the body's features",
+        "```",
+        "",
+        f"Input: raw pixel values 0-255, shape {tuple(meta.get('input_shape', ()))} "
+        f"({meta.get('preprocessing', 'preprocessing inside the model')}). "
+        + ("Output: class probabilities over "
+           f"{meta.get('classes')} classes (layer `predictions`)."
+           if overrides.get("include_top", True)
+           else f"Output: the body's features, {meta.get('features', {}).get('description', '')}"),
+    ]
+
+
+def _language_model_use(record: dict[str, Any], directory: Path) -> list[str]:
+    """A language model reads words spelled as character ids and predicts the next word."""
+    meta, overrides = record.get("metadata", {}), record.get("overrides") or {}
+    vocabulary = record.get("vocabulary")
+    words = (f"{len(vocabulary['words']):,} words and {len(vocabulary['chars'])} characters "
+             "in `model.json` (`vocabulary`)" if vocabulary else
+             "no vocabulary recorded: the word and character ids are unknown")
+    output = ("logits (layer `logits`)" if overrides.get("classifier_activation") is None
+              else f"{overrides['classifier_activation']} (layer `predictions`)")
+    return [
+        "```python",
+        "import zoo",
+        f"model = zoo.load({str(directory)!r})                       # as saved, stateless",
+        f"features = zoo.load({str(directory)!r}, include_top=False)  # the embedder's features",
+        f"zoo.export({str(directory)!r})  # a SavedModel that takes words (docs/guide/export.md)",
+        "```",
+        "",
+        f"Input: words as character ids, shape {tuple(meta.get('input_shape', ()))} per "
+        f"sequence ({meta.get('preprocessing', '')}; training.data.text spells them); "
+        f"vocabulary: {words}. "
+        + (f"Output: the next word's {output} at every position."
+           if overrides.get("include_top", True)
+           else f"Output: {meta.get('features', {}).get('description', '')}"),
+    ]

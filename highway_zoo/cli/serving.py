@@ -12,8 +12,10 @@ def _export_arguments(p) -> None:
         "Exports a zoo network as a TensorFlow SavedModel in TF Serving's layout "
         "(BASE_DIR/NAME/VERSION), with signatures serving_default (probabilities, class_ids), "
         "logits and gates, warm-up requests and provenance, and rewrites "
-        "BASE_DIR/models.config to list every model there. Versions are never overwritten.")
-    p.add_argument("name", help="architecture name (highway-zoo list)")
+        "BASE_DIR/models.config to list every model there. Versions are never overwritten. "
+        "A language model (lstm_char_*, --weights RUN_DIR) takes words and returns the next "
+        "word's probabilities (docs/guide/export.md).")
+    p.add_argument("name", help="architecture name (highway-zoo list), or a run directory")
     weights = p.add_mutually_exclusive_group()
     weights.add_argument("--weights", help="a run directory of highway-zoo train, a model "
                          "directory, a .weights.h5 file (with its .sha256), or 'default' for "
@@ -56,18 +58,26 @@ def _predict_arguments(p) -> None:
     p.description = (
         "Loads an exported SavedModel with tf.saved_model.load and prints, per image, the "
         "predicted class and the top probabilities. IMAGE: a PNG, or a .npy holding one image "
-        "or a batch, of raw pixel values 0-255.")
+        "or a batch, of raw pixel values 0-255. For an exported language model, the "
+        "arguments are the words of a sentence, and it prints the most probable next words "
+        "(at most 5).")
     p.add_argument("--model-dir", required=True, metavar="DIR",
                    help="a version directory, e.g. exported/highway_fc10_mnist/1")
-    p.add_argument("images", nargs="+", metavar="IMAGE", help="PNG or .npy files")
+    p.add_argument("images", nargs="+", metavar="IMAGE",
+                   help="PNG or .npy files (a language model: WORD ...)")
     p.add_argument("--top", type=positive, default=3,
                    help="how many classes to show (default 3)")
 
 
 def predict(args) -> None:
+    from training.predict import NextWords
     from training.predict import predict as predict_
 
     for result in predict_(args.model_dir, args.images, top=args.top):
+        if isinstance(result, NextWords):
+            top = ", ".join(f"{w}: {p:.3f}" for w, p in result.top)
+            print(f"{' '.join(result.context)} -> {top}")
+            continue
         top = ", ".join(f"{c}: {p:.3f}" for c, p in result.top)
         print(f"{result.source}: class {result.class_id}  (top-{len(result.top)}: {top})")
 

@@ -55,6 +55,8 @@ def _arguments(p) -> None:
     p.add_argument("--corpus", metavar="DIR", help="language models (lstm_char_*): a text in "
                    "Mikolov's format, train.txt / valid.txt / test.txt or ptb.*.txt "
                    "(`highway-zoo prepare-text`)")
+    p.add_argument("--weights", metavar="RUN_DIR", help="language models: fine-tune a finished "
+                   "run of the same architecture on --corpus, read with the run's vocabulary")
     p.add_argument("--max-train-tokens", type=positive, metavar="N",
                    help="language models: train on the first N tokens of train.txt only")
     p.add_argument("--out", metavar="DIR", help="run directory: new, empty, or an interrupted "
@@ -91,9 +93,10 @@ def train(args) -> None:
     if zoo.describe(args.name)["family"] == "char_lm":
         print(json.dumps(_train_language_model(args), indent=2))
         return
-    if args.corpus is not None or args.max_train_tokens is not None:
-        raise ValueError(f"--corpus and --max-train-tokens are for the language models; "
-                         f"{args.name} trains on --dataset.")
+    if args.corpus is not None or args.max_train_tokens is not None \
+            or args.weights is not None:
+        raise ValueError(f"--corpus, --max-train-tokens and --weights are for the language "
+                         f"models; {args.name} trains on --dataset.")
     from training import train as train_
 
     metrics = train_(
@@ -125,7 +128,7 @@ def _train_language_model(args) -> dict:
         lm_overrides["dropout"] = lm_overrides["dropout"][0]
     return train_lm(args.name, args.corpus, out=args.out, seed=args.seed, recipe=args.recipe,
                     recipe_overrides=recipe_overrides(args),
-                    max_train_tokens=args.max_train_tokens,
+                    max_train_tokens=args.max_train_tokens, weights=args.weights,
                     verbose=0 if args.verbose == "0" else 1, **lm_overrides)
 
 

@@ -228,7 +228,8 @@ def word_length_limit(lines: dict[str, list[list[str]]], files: dict[str, str | 
 
 
 def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = None,
-                name: str | None = None) -> Corpus:
+                name: str | None = None,
+                vocabulary: dict[str, list[str]] | None = None) -> Corpus:
     """Loads a Mikolov-format corpus from `directory` (see the module docstring).
 
     Args:
@@ -236,18 +237,26 @@ def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = N
         max_word_length: characters per token, start and end included; a longer token is an
             error. Default: the longest token of the three splits + 2.
         name: the corpus's name; default the directory's name.
+        vocabulary: `{"words": [...], "chars": [...]}`, a trained model's (its run's
+            model.json): the text is read with those ids, to go on training that model (a
+            word it lacks is `<unk>`; a character it lacks is an error). Default: the
+            corpus's own, as above.
     """
     files = split_files(directory)
     lines = {split: read_lines(path) for split, path in files.items()}
 
     max_word_length = word_length_limit(lines, files, max_word_length)
 
-    # Kim's order: UNK first, then the training words as they first appear (EOS at a line's end).
-    word_ids = {UNK: 0}
-    for tokens in lines["train"]:
-        for token in (*tokens, EOS):
-            word_ids.setdefault(token, len(word_ids))
-    chars = character_vocabulary(lines)
+    if vocabulary is not None:
+        word_ids, chars = _given_vocabulary(vocabulary, lines, directory)
+    else:
+        # Kim's order: UNK first, then the training words as they first appear (EOS at a
+        # line's end).
+        word_ids = {UNK: 0}
+        for tokens in lines["train"]:
+            for token in (*tokens, EOS):
+                word_ids.setdefault(token, len(word_ids))
+        chars = character_vocabulary(lines)
     char_ids = {c: i for i, c in enumerate(chars) if i > END}
     return Corpus(
         name=name or Path(directory).resolve().name,
@@ -258,6 +267,22 @@ def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = N
         **{split: _encode(split_lines, word_ids, char_ids, max_word_length)
            for split, split_lines in lines.items()},
     )
+
+
+def _given_vocabulary(vocabulary: dict[str, list[str]], lines: dict[str, list[list[str]]],
+                      directory) -> tuple[dict[str, int], tuple[str, ...]]:
+    """A model's word ids and characters, checked against a text it is to read."""
+    words, chars = list(vocabulary["words"]), tuple(vocabulary["chars"])
+    if chars[:END + 1] != (PAD_CHAR, START_CHAR, END_CHAR) or UNK not in words \
+            or EOS not in words:
+        raise ValueError("The vocabulary is not one this module made (padding, start and end "
+                         "characters first; <unk> and <eos> among the words).")
+    missing = sorted(set(character_vocabulary(lines)[END + 1:]) - set(chars))
+    if missing:
+        raise CorpusFileError(
+            f"{directory}: the characters {''.join(missing)[:40]!r} are not in the model's "
+            "character vocabulary, so it cannot read this text; remove or replace them.")
+    return {w: i for i, w in enumerate(words)}, chars
 
 
 def _encode(lines: list[list[str]], word_ids: dict[str, int], char_ids: dict[str, int],

@@ -1,0 +1,259 @@
+"""The rest of the zoo for the language models (issue 26): `describe`, presets of a trained
+run, `include_top=False`, fine-tuning, and the SavedModel that takes words.
+
+One tiny run of `train_lm` (a 600-token corpus, one epoch, an LSTM of 8) is shared; the
+export is checked against the Keras model fed the spelling of the Python reader
+(`training.data.text`), a path independent of the graph's own spelling."""
+
+import json
+import math
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import prediction_log_pb2
+from test_char_lm import SMALL, write_corpus
+
+import zoo
+from highway_zoo.cli import main
+from training.data.text import EOS, UNK, load_corpus
+from training.language_model import train_lm
+
+TINY = {"lstm_units": 8}
+QUICK = {"batch_size": 4, "bptt_steps": 8, "lr_plateau_decay": None}
+SENTENCES = [["a", "big", "cat", "sees", "the", "dogs"],
+             ["some", "old", "hide", EOS, UNK, "a"]]  # "hide": not a word of the corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus"), lines=(100, 30, 30))
+
+
+@pytest.fixture(scope="module")
+def run(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "run"
+    train_lm(SMALL, corpus, out=out, recipe="quick", epochs=1, seed=0, verbose=0,
+             tensorboard=False, recipe_overrides=QUICK, **TINY)
+    return out
+
+
+def reader_chars(corpus, model, sentences=SENTENCES):
+    """The sentences spelled by the Python reader, as training spelled them."""
+    text = load_corpus(corpus, max_word_length=model.inputs[0].shape[-1])
+    return np.stack([[text.spell(word) for word in row] for row in sentences])
+
+
+def softmax(logits):
+    return keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1))
+
+
+# --- describe -----------------------------------------------------------------------------
+
+
+def test_describe_shows_the_papers_numbers_and_the_features_per_word(capsys):
+    info = zoo.describe(SMALL)
+    assert info["family"] == "char_lm" and info["params"] == 5_310_115
+    assert info["paper_perplexity"] == 92.3 and info["paper_params"] == "5M"
+    assert zoo.describe("lstm_char_large_ptb")["paper_variant_perplexity"]["t_only"] == 82.94
+    assert info["features"]["shape"] == [None, 525]
+    assert "per word" in info["features"]["description"]
+    assert "(batch, steps, 525)" in info["features"]["description"]
+    assert main(["describe", SMALL]) == 0
+    shown = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert shown["params"] == "5310115" and shown["paper_perplexity"] == "92.3"
+    assert "perplexity" in shown["paper_metric"]
+    assert main(["describe", SMALL, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["paper_perplexity"] == 92.3
+
+
+# --- presets ------------------------------------------------------------------------------
+
+
+def test_a_trained_run_loads_as_a_preset_with_the_same_outputs(run, corpus, tmp_path):
+    model = zoo.load(str(run))
+    record = json.loads((run / "model.json").read_text())
+    assert model.vocabulary == record["vocabulary"]
+    assert model.vocabulary["words"] == list(load_corpus(corpus).words)
+    x = reader_chars(corpus, model)
+    expected = keras.ops.convert_to_numpy(model(x))
+    # By name with the run's weights, and saved again (vocabulary kept) and loaded.
+    by_name = zoo.load(SMALL, weights=str(run))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(by_name(x)), expected)
+    zoo.save(model, tmp_path / "again")
+    again = zoo.load(str(tmp_path / "again"))
+    assert again.vocabulary == model.vocabulary
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(again(x)), expected)
+    # The run's test perplexity is the preset's metric, on its card in perplexity terms.
+    card = (run / "README.md").read_text()
+    assert "| test perplexity |" in card and "raw pixel" not in card
+    assert "tuner objective" not in card and "character ids" in card
+    assert f"{len(model.vocabulary['words'])} words" in card
+
+
+# --- include_top=False ----------------------------------------------------------------------
+
+
+def test_include_top_false_is_the_embedders_output(run, corpus):
+    model = zoo.load(str(run))
+    features = zoo.load(str(run), include_top=False)
+    x = reader_chars(corpus, model)
+    out = keras.ops.convert_to_numpy(features(x))
+    assert out.shape == (2, 6, 525)
+    embedder = keras.Model(model.inputs[0], model.get_layer("embedder").output)
+    np.testing.assert_array_equal(out, keras.ops.convert_to_numpy(embedder(x)))
+    assert [w.name for w in features.weights] == [w.name for w in embedder.weights]
+
+
+# --- fine-tuning --------------------------------------------------------------------------
+
+
+def test_fine_tuning_goes_on_from_the_run_on_another_text(run, corpus, tmp_path):
+    """Another text of the same words, read with the run's ids: training starts from the
+    run's weights (stateful, as train_lm trains) and ends with a preset like the run's."""
+    from training.language_model import _compiled, settle
+
+    other = write_corpus(tmp_path / "other", lines=(100, 30, 30), seed=5)
+    assert load_corpus(other).words != load_corpus(corpus).words  # other ids on its own
+    base = zoo.load(str(run))
+    settings = settle(SMALL, other, weights=str(run), recipe="quick", recipe_overrides=QUICK)
+    assert settings.corpus.words == tuple(base.vocabulary["words"])
+    start = _compiled(settings)
+    assert [layer.stateful for layer in start.layers if "lstm" in layer.name] == [True, True]
+    for a, b in zip(start.get_weights(), base.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    out = tmp_path / "tuned"
+    train_lm(SMALL, other, out=out, weights=str(run), recipe="quick", epochs=1, seed=0,
+             verbose=0, tensorboard=False, recipe_overrides=QUICK)
+    tuned = zoo.load(str(out))
+    assert tuned.vocabulary == base.vocabulary and tuned.overrides == base.overrides
+    assert not np.array_equal(tuned.get_layer("logits").get_weights()[0],
+                              base.get_layer("logits").get_weights()[0])  # it trained
+    record = json.loads((out / "run.json").read_text())["initial_weights"]
+    assert record["source"] == str(run.resolve())
+    assert record["sha256"] == json.loads((run / "model.json").read_text())["sha256"]
+
+
+def test_fine_tuning_refuses_what_would_not_fit(run, tmp_path):
+    (tmp_path / "odd").mkdir()
+    for split in ("train", "valid", "test"):
+        (tmp_path / "odd" / f"{split}.txt").write_text("a zebra\n" * 50)
+    with pytest.raises(ValueError, match="'z' are not in the model's character vocabulary"):
+        train_lm(SMALL, tmp_path / "odd", out=tmp_path / "a", weights=str(run), verbose=0)
+    with pytest.raises(ValueError, match="lstm_units cannot change"):
+        train_lm(SMALL, tmp_path / "odd", out=tmp_path / "b", weights=str(run), verbose=0,
+                 lstm_units=16)
+    with pytest.raises(ValueError, match="not 'lstm_char_large_ptb'"):
+        train_lm("lstm_char_large_ptb", tmp_path / "odd", out=tmp_path / "c",
+                 weights=str(run), verbose=0)
+    assert not any((tmp_path / d).exists() for d in "abc")
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def exported(run, tmp_path_factory):
+    base = tmp_path_factory.mktemp("exported")
+    path = zoo.export(SMALL, base_dir=base, weights=str(run))
+    return path, tf.saved_model.load(str(path))
+
+
+def test_the_saved_model_takes_words_and_returns_the_next_words_probabilities(
+        run, corpus, exported):
+    path, loaded = exported
+    model = zoo.load(str(run))
+    expected = softmax(model(reader_chars(corpus, model)))
+    fn = loaded.signatures["serving_default"]
+    assert fn.structured_input_signature[1]["words"].dtype == tf.string
+    out = {k: v.numpy() for k, v in fn(words=tf.constant(SENTENCES)).items()}
+    np.testing.assert_allclose(out["probabilities"], expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(out["probabilities"].sum(-1), 1.0, atol=1e-5)
+    # The top words are the vocabulary's most probable, in order, with their probabilities.
+    words = np.array(model.vocabulary["words"])
+    best = np.argsort(-expected, axis=-1, kind="stable")[..., :5]
+    assert out["top_words"].shape == (2, 6, 5)
+    np.testing.assert_array_equal(out["top_words"].astype(str), words[best])
+    np.testing.assert_allclose(out["top_probabilities"],
+                               np.take_along_axis(expected, best, -1), atol=1e-5)
+    logits = loaded.signatures["logits"](words=tf.constant(SENTENCES))["logits"].numpy()
+    np.testing.assert_allclose(logits, keras.ops.convert_to_numpy(
+        model(reader_chars(corpus, model))), atol=1e-4, rtol=1e-5)
+    record = json.loads((path / "assets.extra" / "highway_zoo.json").read_text())
+    assert record["input"]["name"] == "words" and record["input"]["dtype"] == "string"
+    assert record["input"]["vocabulary"]["words"] == len(words)
+
+
+def test_the_saved_model_refuses_what_the_reader_refuses(exported):
+    _, loaded = exported
+    fn = loaded.signatures["serving_default"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not in the character vocabulary"):
+        fn(words=tf.constant([["a", "zebra"]]))  # no 'z' in the corpus
+    with pytest.raises(tf.errors.InvalidArgumentError, match="more than 6 characters"):
+        fn(words=tf.constant([["a", "chaseschases"]]))
+    # '{' and '}' are removed, as the reader removes them from the text.
+    np.testing.assert_array_equal(fn(words=tf.constant([["{a}", "cat"]]))["probabilities"],
+                                  fn(words=tf.constant([["a", "cat"]]))["probabilities"])
+
+
+def test_warmup_requests_run(exported):
+    path, loaded = exported
+    records = list(tf.data.TFRecordDataset(str(path / "assets.extra" /
+                                               "tf_serving_warmup_requests")))
+    seen = []
+    for record in records:
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        seen.append(request.model_spec.signature_name)
+        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        outputs = loaded.signatures[request.model_spec.signature_name](**inputs)
+        assert all(v.shape[:2] == (1, 1) for v in outputs.values())
+    assert sorted(seen) == ["logits", "serving_default"]
+
+
+def test_cli_exports_a_run_directory_and_predicts_next_words(run, tmp_path, capsys):
+    base = tmp_path / "exported"
+    assert main(["export", str(run), "--base-dir", str(base), "--no-warmup"]) == 0
+    version = base / SMALL / "1"
+    assert str(version) in capsys.readouterr().out
+    assert main(["predict", "--model-dir", str(version), "a", "big", "--top", "2"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("a big -> ") and len(line.split(", ")) == 2
+    loaded = tf.saved_model.load(str(version))
+    top = loaded.signatures["serving_default"](words=tf.constant([["a", "big"]]))["top_words"]
+    assert line.split(" -> ")[1].split(":")[0] == top.numpy()[0, -1, 0].decode()
+
+
+def test_exporting_a_language_model_without_vocabulary_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="no vocabulary"):
+        zoo.export(SMALL, base_dir=tmp_path / "a", random_weights=True, lstm_units=8)
+    proc = subprocess.run(
+        [sys.executable, "-m", "highway_zoo", "export", SMALL, "--random-weights",
+         "--base-dir", str(tmp_path / "b")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("highway-zoo")]
+    assert len(lines) == 1 and "no vocabulary" in lines[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "b" / SMALL).exists()
+
+
+def test_a_language_model_exports_to_saved_model_only(run, tmp_path):
+    with pytest.raises(ValueError, match="SavedModel only"):
+        zoo.export(str(run), base_dir=tmp_path, format="tflite")
+
+
+def test_perplexity_from_the_saved_model_is_the_runs(run, corpus, exported):
+    """The served probabilities of each test word after its prefix give the run's test
+    perplexity (read as one text from its start, the stateless model's way: the run's own
+    number comes from contiguous batches, so the two agree only roughly)."""
+    _, loaded = exported
+    text = load_corpus(corpus)
+    words = [text.words[i] for i in text.test.words[:200]]
+    probabilities = loaded.signatures["serving_default"](
+        words=tf.constant([words]))["probabilities"].numpy()[0]
+    targets = text.test.words[1:200]
+    served = math.exp(-np.mean(np.log(probabilities[np.arange(199), targets])))
+    recorded = json.loads((run / "metrics.json").read_text())["test_perplexity"]
+    assert served == pytest.approx(recorded, rel=0.25)
