@@ -51,6 +51,7 @@ FREQUENCY_BINS = (("unseen", 0, 0), ("1", 1, 1), ("2-3", 2, 3), ("4-9", 4, 9),
                   ("10-99", 10, 99), ("100-999", 100, 999), ("1000+", 1000, math.inf))
 CLASSES = ("<unk>", "<eos>", "number", "function word", "content word")
 _NUMBER = re.compile(r"[\d.,:/-]*\d[\d.,:/-]*")
+_NUMBERS = re.compile(r"\[[\s\d.,eE+\-nul]*\]")  # a JSON list of numbers (and nulls)
 HISTOGRAM_BINS = 40
 DPI = 100
 
@@ -303,6 +304,13 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _dumps(report: dict[str, Any]) -> str:
+    """JSON, indented, with each list of numbers on one line (the per-unit means are long)."""
+    text = json.dumps(report, indent=1)
+    return _NUMBERS.sub(lambda m: " ".join(m.group(0).split()).replace("[ ", "[")
+                        .replace(" ]", "]"), text) + "\n"
+
+
 def _annotate(ax, x, y, tokens, vertical=False):
     for xi, yi, n in zip(x, y, tokens):
         ax.annotate(f"{n:,}", (xi, yi), textcoords="offset points", xytext=(0, 5),
@@ -424,6 +432,6 @@ def token_report(model, corpus: Corpus, out: str | os.PathLike, split: str = "te
     report = _jsonable(report)
     plot_tokens(report, out / TOKENS_FIGURE, title=str(report.get("model") or ""))
     write_text(out / TOKENS_TABLE, markdown(report), overwrite=True)
-    write_text(out / TOKENS_FILE, json.dumps(report, indent=1) + "\n", overwrite=True)
+    write_text(out / TOKENS_FILE, _dumps(report), overwrite=True)
     return report
 
