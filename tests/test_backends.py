@@ -436,3 +436,62 @@ def test_analyses_match_tensorflow(backend, tensorflow_analyses, tmp_path, subte
             for key in sorted(k for k in expected if k.startswith(net + "/")
                               and "/lesion/" not in k):
                 assert_close(out[key], expected[key], f"{backend} {key}")
+
+
+# The character-aware language model (zoo/char_lm.py; not in zoo_cases: its input is character
+# ids, not pixels), tiny: forwards, then one SGD step, the same on every backend.
+
+LM_NAME = "lstm_char_small_ptb"
+LM_OVERRIDES = {"lstm_units": 8, "classes": 30, "char_vocab_size": 20, "input_shape": (None, 8),
+                "dropout": 0.0}  # no dropout: random masks differ across backends
+
+
+def char_lm_on_this_backend(out, chars, targets, weights=None):
+    """The tiny LM's logits for `chars`, the loss of one SGD step on `targets` and the logits
+    after it; on `weights`, or fresh ones (TensorFlow's run, whose model the caller saves)."""
+    import zoo
+
+    keras.utils.set_random_seed(0)
+    model = zoo.load(LM_NAME, **LM_OVERRIDES)
+    if weights is not None:
+        model.load_weights(weights)
+    out["logits"] = keras.ops.convert_to_numpy(model(chars))
+    model.compile(optimizer=keras.optimizers.SGD(1.0),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    out["loss"] = model.train_on_batch(chars, targets)
+    out["after"] = keras.ops.convert_to_numpy(model(chars))
+    return model
+
+
+@pytest.fixture(scope="module")
+def tensorflow_char_lm(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("char_lm")
+    rng = np.random.default_rng(6)
+    chars = np.zeros((3, 5, 8), np.int32)
+    chars[..., 0], chars[..., 4] = 1, 2  # START, three characters, END, padding
+    chars[..., 1:4] = rng.integers(3, 20, (3, 5, 3))
+    targets = rng.integers(0, 30, (3, 5)).astype(np.int32)
+    out = {}
+    weights = folder / "char_lm.weights.h5"
+    # The weights before the step: save a fresh model's, then run TensorFlow's step on them.
+    keras.utils.set_random_seed(0)
+    import zoo
+
+    zoo.load(LM_NAME, **LM_OVERRIDES).save_weights(weights)
+    char_lm_on_this_backend(out, chars, targets, weights)
+    return weights, chars, targets, out
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_char_lm_forward_and_a_train_step_match_tensorflow(backend, tensorflow_char_lm,
+                                                           tmp_path):
+    weights, chars, targets, expected = tensorflow_char_lm
+    out = run_on_backend(backend, f"""
+        import test_backends
+        test_backends.char_lm_on_this_backend(OUT, IN["chars"], IN["targets"],
+                                              {str(weights)!r})
+    """, tmp_path, chars=chars, targets=targets)
+    assert np.isfinite(float(out["loss"]))
+    assert np.abs(expected["after"] - expected["logits"]).max() > 1e-3  # the step did something
+    for key in ("logits", "loss", "after"):
+        assert_close(out[key], expected[key], f"{backend} char LM {key}")
