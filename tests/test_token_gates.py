@@ -11,7 +11,7 @@ import pytest
 import zoo
 from highway_zoo import cli
 from training.data.text import load_corpus
-from zoo.analysis.tokens import summarize, token_gates
+from zoo.analysis.tokens import gate_parameters, summarize, token_gates
 
 SMALL = "lstm_char_small_ptb"
 WIDTH = 12  # characters per token; Small's widest convolution is 6
@@ -186,6 +186,10 @@ def test_a_known_gate_bias_gives_sigmoid_of_it(corpus):
             layer.bias.assign(bias)
         report = summarize(token_gates(model, corpus, "test"))
         assert report["gate"] == gate
+        parameters = gate_parameters(model, gate)
+        np.testing.assert_allclose(parameters["bias_min"], biases, atol=1e-6)
+        np.testing.assert_allclose(parameters["bias_max"], biases, atol=1e-6)
+        assert parameters["kernel_mean_abs"] == [0.0, 0.0]
         expected = [1 / (1 + math.exp(-b)) for b in biases]
         for group in (report["overall"], *report["by_class"], *report["by_length"]):
             np.testing.assert_allclose(group["mean"], expected, atol=1e-6)
@@ -213,7 +217,9 @@ def test_cli_writes_the_figure_the_table_and_the_numbers(corpus, corpus_dir, tmp
     assert report["split"] == "test" and report["tokens"] == len(_tokens(TEST))
     assert report["overall"]["mean"][0] == pytest.approx(expected, abs=1e-5)
     # The reference: the same architecture freshly initialised (b_T = -2, small kernels).
-    assert report["initial"]["bias"] == [pytest.approx(-2.0)]
+    assert report["initial"]["parameters"]["bias_mean"] == [pytest.approx(-2.0)]
+    assert report["initial"]["parameters"]["kernel_mean_abs"][0] < 0.03  # uniform ±0.05
+    assert report["parameters"]["kernel_mean_abs"][0] > 0.03  # _model's weights
     assert abs(report["initial"]["mean"][0] - 1 / (1 + math.exp(2))) < 0.01
     table = (out / "tokens.md").read_text()
     assert f"All tokens: highway_1 {report['overall']['mean'][0]:.4f}." in table

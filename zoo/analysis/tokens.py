@@ -281,13 +281,22 @@ def summarize(gates: TokenGates, *, min_count: int = 20, top: int = 15) -> dict[
     }
 
 
-def gate_biases(model, gate: str) -> list[float]:
-    """Each highway layer's mean gate bias (b_T or b_C)."""
-    from keras import ops
-
-    layers = char_embedder(model).highways
-    return [float(np.mean(ops.convert_to_numpy(
-        layer.transform_bias if gate == "T" else layer.carry_bias))) for layer in layers]
+def gate_parameters(model, gate: str) -> dict[str, list[float]]:
+    """Each highway layer's gate bias (b_T or b_C: mean, min, max over units) and its kernel's
+    mean absolute weight: how far they are from where they started."""
+    branch = gate.lower()
+    found = {"bias_mean": [], "bias_min": [], "bias_max": [], "kernel_mean_abs": []}
+    for layer in char_embedder(model).highways:
+        learned = LEARNED_BRANCHES[layer.variant]
+        d = layer.kernel.shape[0]
+        start = learned.index(branch) * d
+        bias = np.asarray(layer.bias)[start:start + d]
+        found["bias_mean"].append(float(bias.mean()))
+        found["bias_min"].append(float(bias.min()))
+        found["bias_max"].append(float(bias.max()))
+        kernel = np.asarray(layer.kernel)[:, start:start + d]
+        found["kernel_mean_abs"].append(float(np.abs(kernel).mean()))
+    return found
 
 
 def _jsonable(value: Any) -> Any:
@@ -423,11 +432,13 @@ def token_report(model, corpus: Corpus, out: str | os.PathLike, split: str = "te
     out.mkdir(parents=True, exist_ok=True)
     report = {"model": getattr(model, "name", None), **(describe or {}), "split": split,
               **summarize(gates, min_count=min_count, top=top),
-              "bias": gate_biases(model, gates.gate)}
+              "parameters": gate_parameters(model, gates.gate)}
     if initial is not None:
         fresh = token_gates(initial, corpus, split, gate=gates.gate, batch_size=batch_size)
-        report["initial"] = {"mean": summarize(fresh, min_count=min_count, top=0)["overall"][
-            "mean"], "bias": gate_biases(initial, gates.gate)}
+        initial_summary = summarize(fresh, min_count=min_count, top=0)
+        report["initial"] = {"mean": initial_summary["overall"]["mean"],
+                             "std": initial_summary["spread"]["std"],
+                             "parameters": gate_parameters(initial, gates.gate)}
     report["files"] = {"json": TOKENS_FILE, "figure": TOKENS_FIGURE, "table": TOKENS_TABLE}
     report = _jsonable(report)
     plot_tokens(report, out / TOKENS_FIGURE, title=str(report.get("model") or ""))
