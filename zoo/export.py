@@ -27,6 +27,8 @@ as stored in the dataset (the preprocessing is inside the graph):
 A version is written to a hidden temporary directory beside the version directories and
 renamed into place, so a server polling the directory never sees a half-written version;
 an existing version is never overwritten.
+
+A language model (family `char_lm`) gets other signatures, which take words: zoo/lm_export.py.
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ def export(
 
     Args:
         model_or_name: a zoo model (`zoo.load(...)`, any functional classifier with a
-            "logits" layer) or a registered architecture name.
+            "logits" layer), a registered architecture name, or a preset (run) directory,
+            which brings its weights (and a language model's vocabulary).
         base_dir: the model base path; created if missing. `models.config` in it is
             rewritten to list every model exported there.
         version: a positive integer; None takes the next free number (1 for a new model).
