@@ -14,7 +14,9 @@ def _analyze_arguments(p) -> None:
         "each highway layer lesioned, T := 0) and the effective depth, the estimation error "
         "per block of each stage (Greff et al. 2017 §4.2) and, for a run with gates.json, the "
         "T-gate evolution over epochs (PNG and GIF). Conv layers are averaged over positions "
-        "(a unit is a channel). With --routing: per-example routing instead.")
+        "(a unit is a channel). With --routing: per-example routing instead. With --corpus, "
+        "for a character-aware language model: T per token of a text, by word frequency, "
+        "length and class.")
     p.add_argument("name", help="architecture name (highway-zoo list)")
     p.add_argument("--weights", required=True, help="a run directory of highway-zoo train, "
                    "a model directory, a .weights.h5 file (with its .sha256) or 'default'")
