@@ -421,7 +421,7 @@ def token_report(model, corpus: Corpus, out: str | os.PathLike, split: str = "te
                  gate: str | None = None, batch_size: int = 1024, min_count: int = 20,
                  top: int = 15, initial=None,
                  describe: dict[str, Any] | None = None) -> dict[str, Any]:
-    """`summarize(token_gates(...))` with the gate biases, into `out`: tokens.json (every
+    """`summarize(token_gates(...))` with `gate_parameters`, into `out`: tokens.json (every
     number, per-unit means by group included), tokens.png and tokens.md.
 
     `initial`: the same architecture freshly initialised (optional); its mean gate over all
