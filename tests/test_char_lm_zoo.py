@@ -7,6 +7,7 @@ export is checked against the Keras model fed the spelling of the Python reader
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -257,3 +258,22 @@ def test_perplexity_from_the_saved_model_is_the_runs(run, corpus, exported):
     served = math.exp(-np.mean(np.log(probabilities[np.arange(199), targets])))
     recorded = json.loads((run / "metrics.json").read_text())["test_perplexity"]
     assert served == pytest.approx(recorded, rel=0.25)
+
+
+def test_the_saved_model_needs_no_project_code(exported, tmp_path):
+    """What TF Serving gets: loaded in a fresh process outside the repository, words in."""
+    path, loaded = exported
+    expected = loaded.signatures["serving_default"](words=tf.constant(SENTENCES))
+    np.save(tmp_path / "expected.npy", expected["probabilities"].numpy())
+    script = tmp_path / "serve.py"
+    script.write_text(
+        "import sys\nimport numpy as np\nimport tensorflow as tf\n"
+        f"fn = tf.saved_model.load({str(path)!r}).signatures['serving_default']\n"
+        f"out = fn(words=tf.constant({SENTENCES!r}))['probabilities'].numpy()\n"
+        f"np.testing.assert_array_equal(out, np.load({str(tmp_path / 'expected.npy')!r}))\n"
+        "assert not {'zoo', 'layers', 'training'} & set(sys.modules), sys.modules\n"
+        "print('ok')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
