@@ -27,7 +27,6 @@ import os
 import re
 import secrets
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -101,16 +100,10 @@ def _refuse_existing(target: Path, name: str) -> None:
 
 
 def _interpreter(path: str):
-    """A LiteRT interpreter: `ai_edge_litert`'s if installed, else TensorFlow's copy of it."""
-    try:
-        from ai_edge_litert.interpreter import Interpreter
-    except ImportError:
-        import tensorflow as tf
+    """LiteRT's interpreter (`ai_edge_litert`, a dependency): TensorFlow's own copy,
+    `tf.lite.Interpreter`, is deprecated in its favour."""
+    from ai_edge_litert.interpreter import Interpreter
 
-        with warnings.catch_warnings():
-            # TensorFlow's copy warns that it moves to ai_edge_litert; it runs the same.
-            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
-            return tf.lite.Interpreter(model_path=path)
     return Interpreter(model_path=path)
 
 
