@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 export KERAS_BACKEND ?= tensorflow
 
-.PHONY: setup browser demo test test-backends lint wheel-check docs mutation clean
+.PHONY: setup browser demo test test-slow test-backends lint wheel-check docs mutation clean
 
 setup: $(STAMP)
 
@@ -33,8 +33,12 @@ browser:
 		(apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver \
 		>/dev/null 2>&1) || echo "note: no Debian chromium (needs root): the browser test will fail"
 
+# The suite without the minute-long end-to-end runs (marked slow); CI runs both.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=15 tests
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=15 -m "not slow" tests
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=15 -m slow tests
 
 test-backends: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m backends tests

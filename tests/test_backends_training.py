@@ -217,6 +217,7 @@ def _check_all(checks, backend, record, work, subtests):
             check(backend, record, work)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_train_resume_summaries_analyze_export_on(backend, tmp_path, subtests):
     """`highway-zoo train` (gate summaries on), a run interrupted and resumed, `highway-zoo
@@ -227,6 +228,7 @@ def test_train_resume_summaries_analyze_export_on(backend, tmp_path, subtests):
     _check_all(TRAIN_CHECKS, backend, record, tmp_path, subtests)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_demo_sweep_and_search_on(backend, tmp_path, subtests):
     record = _run_part("experiments", backend, tmp_path)

@@ -93,6 +93,7 @@ def test_tiny_headline_run_end_to_end(tmp_path):
     assert summary["ratios"][0]["versus"] == "numpy"
 
 
+@pytest.mark.slow
 @pytest.mark.backends
 def test_headline_runs_highway_zoo_on_every_backend(tmp_path):
     """A row per Keras backend, each in a process on that backend; the cached JAX row's
@@ -150,6 +151,7 @@ def test_start_up_runs_deep_per_layer_graphs_once_and_on_tensorflow_only():
     assert not any(skip(key, 0) for key in configs)
 
 
+@pytest.mark.slow
 @pytest.mark.backends
 def test_start_up_runs_on_the_backend_asked_for(tmp_path):
     out = tmp_path / "start_up.json"
@@ -163,6 +165,7 @@ def test_start_up_runs_on_the_backend_asked_for(tmp_path):
     assert summary["ratios"]["jax"]["steps_per_s_stack_vs_stack_autodiff_depth4"] > 0
 
 
+@pytest.mark.slow
 def test_trial_memory_records_every_trial_with_and_without_the_release(tmp_path):
     out = tmp_path / "trial_memory.json"
     assert trial_memory.main(["--depths", "3", "--trials", "2", "--out", str(out)]) == 0
@@ -403,6 +406,7 @@ def test_conv_models_take_a_batch_each_and_bad_ones_are_refused(capsys):
     assert refused.value.code == 2 and "NAME:BATCH" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_imagenet_conv_rows_on_a_tiny_configuration(tmp_path):
     out = tmp_path / "conv.json"
     assert conv.main(["--models", "resnet50_imagenet:2", "--input-size", "32", "--steps", "1",
@@ -460,6 +464,7 @@ def test_reference_kernels_compute_the_same_products(framework):
 # -- the input pipeline ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pipeline_runs_through_the_driver(tmp_path):
     out = tmp_path / "pipeline.json"
     assert pipeline.main(["--models", "highway_fc50_mnist:128", "--repeats", "1", "--epochs",

@@ -147,6 +147,7 @@ def _wait_for_checkpoint(workers, pointer, iterations):
     raise AssertionError("no checkpoint appeared before the workers ended")
 
 
+@pytest.mark.slow
 def test_two_workers_train_one_model_and_resume_together(tmp_path, request):
     run_dir, worker_dir = tmp_path / "run", tmp_path / "run" / "workers" / "1"
     # 40 steps of the global batch 100 per epoch; a checkpoint every 20 steps.

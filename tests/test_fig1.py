@@ -18,6 +18,7 @@ def _trial_files(out):
     return {p: p.read_bytes() for p in sorted(out.glob("*/search/trial_*/*.json"))}
 
 
+@pytest.mark.slow
 def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys):
     out = tmp_path / "fig1"
     assert cli.main(["fig1", *TINY, "--out", str(out)]) == 0

@@ -26,9 +26,11 @@ def _read(path):
     return json.loads(path.read_text())
 
 
-def _kill_after_checkpoint(command, pointer, iterations, log):
-    """Starts `command`, waits for a checkpoint at `iterations` or later, SIGKILLs it."""
-    proc = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=log)
+def _kill_after_checkpoint(command, pointer, iterations, log, tmp_dir):
+    """Starts `command`, waits for a checkpoint at `iterations` or later, SIGKILLs it. The
+    process's temporary files go to `tmp_dir`: killed, it cannot remove them."""
+    proc = subprocess.Popen(command, env={**ENV, "TMPDIR": str(tmp_dir)},
+                            stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + TIMEOUT
     try:
         while time.monotonic() < deadline and proc.poll() is None:
@@ -44,6 +46,7 @@ def _kill_after_checkpoint(command, pointer, iterations, log):
     assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path):
     run_dir = tmp_path / "run"
     # 4,000 offline MNIST digits at batch 20: 200 steps per epoch, a checkpoint every 50.
@@ -53,7 +56,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path):
                "--checkpoint-every", "50", *options]
     pointer = run_dir / "checkpoint" / "checkpoint.json"
     with open(tmp_path / "killed.log", "w") as log:
-        _kill_after_checkpoint(command, pointer, 250, log)  # inside the second epoch
+        _kill_after_checkpoint(command, pointer, 250, log, tmp_path)  # inside the second epoch
     killed_at = _read(pointer)
     assert _read(run_dir / "run.json")["status"] == "running"
     assert not (run_dir / "metrics.json").exists()

@@ -10,6 +10,7 @@ from training.data import OfflineFallbackWarning
 from training.experiments.sweep import sweep
 
 
+@pytest.mark.slow
 def test_sweep_writes_runs_table_plot_and_seed_statistics(tmp_path, capsys):
     out = tmp_path / "sweep"
     with pytest.warns(OfflineFallbackWarning):
@@ -57,6 +58,7 @@ def test_sweep_writes_runs_table_plot_and_seed_statistics(tmp_path, capsys):
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
+@pytest.mark.slow
 def test_isolated_runs_record_their_own_memory_and_one_series_per_bias(tmp_path):
     with pytest.warns(OfflineFallbackWarning):
         results = sweep(
@@ -147,6 +149,7 @@ def test_a_run_stopped_before_its_result_is_read_from_its_run_directory(tmp_path
     assert result["seconds_per_epoch"] is None and result["loss_curve"] == []
 
 
+@pytest.mark.slow
 def test_the_same_study_started_twice_shares_its_runs(tmp_path):
     # This test holds two runs' locks, as a second process training them would: a study
     # command started meanwhile trains the rest, waits for those, keeps the result the

@@ -6,6 +6,7 @@ import weakref
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from tensorflow.python.framework import func_graph
 from test_training import separable_digits
@@ -36,6 +37,7 @@ def _fit_one_model() -> None:
     model.fit(x, np.arange(64) % 10, batch_size=32, epochs=1, verbose=0)
 
 
+@pytest.mark.slow
 def test_the_block_frees_a_trained_models_graphs_that_tensorflow_keeps():
     before = _graphs()
     _fit_one_model()
@@ -72,6 +74,7 @@ def test_the_block_leaves_entries_registered_before_it():
     assert float(inside(tf.constant([1.0, 2.0]))[0]) == 2.0
 
 
+@pytest.mark.slow
 def test_a_search_and_an_in_process_study_free_their_trials_graphs(tmp_path):
     before = _graphs()
     search("highway_fc10_mnist", out=tmp_path / "search", epochs=1, max_trials=3, depth=3,

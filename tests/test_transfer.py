@@ -25,6 +25,7 @@ def test_the_pretrained_body_is_the_shipped_one_and_the_probe_trains_only_the_he
                               shipped.get_layer("stem_conv").get_weights()[0])
 
 
+@pytest.mark.slow
 def test_a_tiny_run_writes_its_table_json_and_figure(tmp_path, capsys):
     with pytest.warns(UserWarning):  # the offline MNIST sample says it is a sample
         assert transfer.main(["--sizes", "40", "--seeds", "2", "--steps", "1",

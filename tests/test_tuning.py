@@ -187,8 +187,8 @@ def test_a_killed_search_resumes_keeping_finished_trials(tmp_path):
                "--max-trials", "3", "--out", str(out)]
     log_file = tmp_path / "first.log"
     with open(log_file, "w") as log:
-        proc = subprocess.Popen(command, env=ENV, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=Path(__file__).parent.parent)
+        proc = subprocess.Popen(command, env={**ENV, "TMPDIR": str(tmp_path)}, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent)
         deadline = time.monotonic() + TIMEOUT
         while "trial 0 by" not in log_file.read_text() and proc.poll() is None:
             assert time.monotonic() < deadline, log_file.read_text()[-3000:]
@@ -218,6 +218,7 @@ def _reserved_port() -> socket.socket:
     return reserved
 
 
+@pytest.mark.slow
 def test_chief_and_two_workers_share_the_trials(tmp_path):
     out = tmp_path / "distributed"
     reserved = _reserved_port()
