@@ -16,7 +16,7 @@ import pytest
 import zoo
 from training import distribute
 from training.checkpoints import Checkpoints
-from zoo.weights import sha256_of
+from zoo.files import sha256_of
 
 HIGHWAY_ZOO = os.path.join(os.path.dirname(sys.executable), "highway-zoo")
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}

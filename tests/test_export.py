@@ -22,7 +22,8 @@ from tensorflow_serving.config import model_server_config_pb2
 import zoo
 from highway_zoo.cli import main
 from layers.highway_stack import unstack_weights
-from zoo.weights import WEIGHTS_FILE, sha256_of
+from zoo.files import sha256_of
+from zoo.weights import WEIGHTS_FILE
 
 # `zoo.export` is the function (zoo/__init__.py re-exports it); this is the module.
 export_module = importlib.import_module("zoo.export")

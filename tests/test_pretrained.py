@@ -11,7 +11,7 @@ import tensorflow as tf
 import zoo
 from training import data as datasets
 from zoo import pretrained
-from zoo.weights import sha256_of
+from zoo.files import sha256_of
 
 INDEX = pretrained.index()
 

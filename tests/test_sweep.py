@@ -214,12 +214,12 @@ def test_a_study_started_twice_at_once_is_claimed_once(tmp_path, monkeypatch, ca
     import threading
     import time
 
-    import zoo.weights
+    import zoo.files
     from training.experiments.common import STUDY_FILE, claim_study_dir
 
     out = tmp_path / "studies" / "variants"
     settings = {"depths": [10], "seeds": [0, 1]}
-    write_text = zoo.weights.write_text
+    write_text = zoo.files.write_text
     first_inside, release_first = threading.Event(), threading.Event()
 
     def held_write_text(path, *args, **kwargs):
@@ -228,7 +228,7 @@ def test_a_study_started_twice_at_once_is_claimed_once(tmp_path, monkeypatch, ca
             release_first.wait(30)
         return write_text(path, *args, **kwargs)
 
-    monkeypatch.setattr(zoo.weights, "write_text", held_write_text)
+    monkeypatch.setattr(zoo.files, "write_text", held_write_text)
     outcome = {}
 
     def start(name):

@@ -134,7 +134,7 @@ def test_two_writers_of_one_figure_both_succeed(tmp_path):
     from matplotlib.figure import Figure
     from PIL import Image
 
-    from zoo.analysis.plots import save_figure
+    from zoo.files import save_figure
 
     path = tmp_path / "variants.png"
     first, second = Figure(figsize=(2, 1)), Figure(figsize=(3, 1))

@@ -111,7 +111,7 @@ def analyze_weights(
     examples: int = DEFAULT_EXAMPLES,
     out: str | Path | None = None,
     classes: list[int] | None = None,
-    threshold: float = 1.0,
+    threshold: float = 0.01,
     example_index: int = 0,
     run: str | Path | None = None,
     batch_size: int = 500,
@@ -121,7 +121,8 @@ def analyze_weights(
     """Gate analyses of zoo net `name` with `weights` (`highway-zoo analyze`): NIPS 2015
     Figs. 2-4 and more into `out` (default WEIGHTS/analysis for a directory, else
     runs/analysis-NAME-TIME), or with `routing=True` the per-example routing report.
-    `threshold` is in percentage points. Prints a summary; returns the report."""
+    `threshold` is an error increase as a fraction, as in `zoo.analysis` (0.01: one
+    percentage point). Prints a summary; returns the report."""
     import zoo
     from training.data import load_dataset
     from zoo.analysis import analyze
@@ -151,7 +152,7 @@ def analyze_weights(
     run_dir = Path(run) if run else (source if source.is_dir() else None)
     report = analyze(
         model, images, labels, out, num_classes=data.num_classes, classes=classes,
-        example_index=example_index, threshold=threshold / 100,
+        example_index=example_index, threshold=threshold,
         batch_size=batch_size, run_dir=run_dir,
         describe={"architecture": name, "weights": str(weights), "dataset": dataset,
                   "data_source": data.source, "split": split},
@@ -161,7 +162,7 @@ def analyze_weights(
     print(f"{name} on {len(images)} {split} examples of {dataset}: "
           f"error {100 * fig4['baseline_error']:.2f}%, effective depth "
           f"{report['effective_depth']} of {len(report['layers'])} highway layers "
-          f"(lesion raises the error by > {threshold:g} pp: "
+          f"(lesion raises the error by > {100 * threshold:g} pp: "
           f"{', '.join(report['layers_that_matter']) or 'none'})")
     layer_t = [t for t in fig2["layer_mean_t"] if t is not None]
     if layer_t:

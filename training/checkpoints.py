@@ -21,7 +21,7 @@ import keras
 import numpy as np
 
 from training.run_dir import RunDir, RunDirError, RunWriteError
-from zoo.weights import atomic_path, sha256_of, write_text
+from zoo.files import atomic_path, sha256_of, write_text
 
 
 class Checkpoints:

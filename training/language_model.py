@@ -44,7 +44,7 @@ from training import distribute
 from training.data.text import Corpus, bptt_batches, load_corpus
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import FINISHED, NON_FINITE, RUNNING, RunDir
-from zoo.weights import atomic_path, write_text
+from zoo.files import atomic_path, write_text
 
 CHECKPOINT_STATE = "latest.json"
 

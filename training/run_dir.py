@@ -15,7 +15,7 @@
 
 A run's status (in run.json) is "running" (going, or interrupted), "finished" or
 "failed: <why>". Every file is written to a temporary `.<name>.<random>` beside it and
-renamed into place (`zoo.weights.atomic_path`); `RunDir.remove_temporary_files` removes
+renamed into place (`zoo.files.atomic_path`); `RunDir.remove_temporary_files` removes
 what a killed writer left.
 
 Directories that are not one run (a sweep's, a search's) take their default name from the
@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from training.recipes import FIELD_NAMES
-from zoo.weights import MODEL_FILE, WEIGHTS_FILE, hash_path, write_text
+from zoo.files import write_text
+from zoo.weights import MODEL_FILE, WEIGHTS_FILE, hash_path
 
 RUNS_ROOT = Path("runs")
 RUN_FILE = "run.json"

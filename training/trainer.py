@@ -27,7 +27,7 @@ What happens to an existing `out`:
 
 A non-finite training loss stops the run (`NonFiniteLossError`, status "failed: non-finite
 loss"); the last checkpoint taken before it stays. Every file is written to a temporary
-name and renamed into place (`zoo.weights.atomic_path`), so a kill never leaves a
+name and renamed into place (`zoo.files.atomic_path`), so a kill never leaves a
 half-written file, and a lock (`.lock`) keeps a second process out of a live run.
 
 Backends: a run trains on whichever Keras backend the process runs (`KERAS_BACKEND`:

@@ -242,7 +242,7 @@ def remove_stale_temporary_dirs(model_dir: Path) -> list[Path]:
 def write_batching_config(base_dir: str | os.PathLike, max_batch: int) -> Path:
     """Writes TF Serving's batching parameters (a BatchingParameters text proto) beside
     models.config: requests are batched up to `max_batch` images, larger ones refused."""
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     path = Path(base_dir) / BATCHING_CONFIG_FILE
     write_text(
@@ -520,7 +520,7 @@ def write_model_config(base_dir: str | os.PathLike, previous=None) -> Path:
     """Rewrites `models.config` (absolute paths) and `models.docker.config` atomically."""
     from google.protobuf import text_format
 
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     base = Path(base_dir)
     if previous is None:

@@ -20,7 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from zoo.weights import MODEL_FILE, WEIGHTS_FILE, save_weights, write_text
+from zoo.files import write_text
+from zoo.weights import MODEL_FILE, WEIGHTS_FILE, save_weights
 
 CARD_FILE = "README.md"
 

@@ -8,19 +8,17 @@ A saved model directory (a preset, `zoo/presets.py`) holds::
     README.md                 the model card
 
 Every file is written to a temporary name in the same directory and renamed into
-place, so a killed process never leaves a half-written file under the real name.
+place (`zoo.files`), so a killed process never leaves a half-written file under the real name.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from zoo.files import atomic_path, sha256_of, write_text
 
 WEIGHTS_FILE = "model.weights.h5"
 MODEL_FILE = "model.json"
@@ -30,48 +28,8 @@ class WeightsHashError(ValueError):
     """A weights file does not match the sha256 recorded beside it."""
 
 
-def sha256_of(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def hash_path(weights_path: str | os.PathLike) -> Path:
     return Path(f"{weights_path}.sha256")
-
-
-@contextlib.contextmanager
-def atomic_path(target: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
-    """Yields a temporary path beside `target`; renames it onto `target` on success."""
-    target = Path(target)
-    if target.exists() and not overwrite:
-        raise FileExistsError(
-            f"{target} already exists; refusing to overwrite it. Choose another "
-            "path or delete the file first."
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Keep the suffix: Keras checks that weight files end in ".weights.h5".
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix="".join(target.suffixes), dir=target.parent
-    )
-    os.close(fd)
-    tmp = Path(tmp)
-    # mkstemp makes the file private (0600); give it the mode a plain open() would.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    try:
-        yield tmp
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_text(target: str | os.PathLike, text: str, overwrite: bool = False) -> None:
-    with atomic_path(target, overwrite) as tmp:
-        tmp.write_text(text, encoding="utf-8")
 
 
 def save_weights(model, path: str | os.PathLike, overwrite: bool = False) -> str:

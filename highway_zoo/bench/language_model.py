@@ -135,7 +135,7 @@ def main(argv=None) -> None:
           f" zoo {result['zoo_tokens_per_second']:,.0f} tokens/s, stock Keras "
           f"{result['stock_tokens_per_second']:,.0f} tokens/s, ratio "
           f"{result['ratio_zoo_over_stock']:.2f} (median of {result['repeats']})")
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     write_text(args.out, json.dumps(result, indent=1) + "\n", overwrite=True)
 

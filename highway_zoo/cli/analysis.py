@@ -65,7 +65,7 @@ def analyze(args) -> None:
     analyze_weights(
         args.name, args.weights, dataset=args.dataset, data_dir=args.data_dir,
         split=args.split or "train", examples=args.examples, out=args.out, classes=args.classes,
-        threshold=args.threshold, example_index=args.example_index, run=args.run,
+        threshold=args.threshold / 100, example_index=args.example_index, run=args.run,
         batch_size=args.batch_size, routing=args.routing, max_clusters=args.max_clusters,
     )
 

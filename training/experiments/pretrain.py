@@ -21,7 +21,7 @@ from typing import Any
 
 from training.run_dir import RUNS_ROOT, RunDir
 from zoo import pretrained
-from zoo.weights import atomic_path, sha256_of, write_text
+from zoo.files import atomic_path, sha256_of, write_text
 
 # Where the runs are trained (kept, so that an interrupted pretraining resumes).
 WORK_DIR = RUNS_ROOT / "pretrain"

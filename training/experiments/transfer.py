@@ -141,7 +141,7 @@ def plot(summary, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from zoo.weights import atomic_path
+    from zoo.files import atomic_path
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for method in METHODS:
@@ -161,7 +161,7 @@ def plot(summary, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000,4000",

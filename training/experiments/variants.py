@@ -54,8 +54,7 @@ from training.experiments.common import (
 )
 from training.recipes import get_recipe
 from training.run_dir import default_dir
-from zoo.analysis.plots import save_figure
-from zoo.weights import write_text
+from zoo.files import save_figure, write_text
 
 WIDTH = 50
 MODES = ("equal", "matched")

@@ -160,7 +160,7 @@ def _tuner_class(kind: str):
             import time
 
             from training.tf_gradient_registry import released_custom_gradients
-            from zoo.weights import write_text
+            from zoo.files import write_text
 
             start = time.monotonic()
             # A trial's model is discarded when it ends; without this every trial left its
@@ -205,7 +205,7 @@ def _settings_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]
 
 def _prepare_dir(out: Path, settings: dict[str, Any], overwrite: bool, role: str) -> bool:
     """Checks (and writes) DIR/search.json; True when an existing search resumes."""
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     settings_file = out / SETTINGS_FILE
     if role == "worker":  # the chief owns the directory
@@ -319,7 +319,7 @@ def search(
     from training import distribute
     from training.data import load_dataset
     from training.recipes import get_recipe
-    from zoo.weights import write_text
+    from zoo.files import write_text
 
     _tuner_class(tuner)  # unknown tuner: fail before loading anything
     _check_objective(objective)

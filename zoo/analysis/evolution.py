@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from zoo.weights import write_text
+from zoo.files import write_text
 
 GATES_FILE = "gates.json"
 

@@ -17,7 +17,6 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from zoo.analysis.gates import nanmean
-from zoo.weights import atomic_path
 
 DPI = 100
 
@@ -26,19 +25,6 @@ def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
     if path is not None:
         fig.savefig(path, dpi=DPI)
     return fig
-
-
-def save_figure(fig, path: str | os.PathLike) -> None:
-    """Writes a pyplot figure to `path` atomically (a temporary file of its own, then a
-    rename; it replaces an earlier figure) and closes it: the figures of the routing report
-    and of the experiments. Two processes may write the same figure at once (a shared study)."""
-    import matplotlib.pyplot as plt
-
-    try:
-        with atomic_path(path, overwrite=True) as tmp:
-            fig.savefig(tmp, dpi=120)
-    finally:
-        plt.close(fig)
 
 
 def png_bytes(fig: Figure) -> bytes:

@@ -15,7 +15,7 @@ from zoo.analysis import plots
 from zoo.analysis.evolution import GATES_FILE, read_gate_history
 from zoo.analysis.gates import gate_statistics, nanmean
 from zoo.analysis.lesion import effective_depth, lesion_errors
-from zoo.weights import write_text
+from zoo.files import write_text
 
 REPORT_FILE = "analysis.json"
 FILES = {

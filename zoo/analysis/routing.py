@@ -33,7 +33,7 @@ import numpy as np
 
 from layers._highway import LEARNED_BRANCHES
 from zoo.analysis.gates import GateProbe, highway_layers, no_gates_reason, per_unit
-from zoo.weights import write_text
+from zoo.files import write_text
 
 ROUTING_FILE = "routing.json"
 ROUTING_FIGURE = "routing.png"
@@ -189,7 +189,7 @@ def plot_routing(result: dict[str, Any], baseline: dict[str, Any] | None, layers
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from zoo.analysis.plots import save_figure
+    from zoo.files import save_figure
 
     fig, axes = plt.subplots(2, 3 if "layer_nmi" in result else 2,
                              figsize=(19 if "layer_nmi" in result else 13, 10))

@@ -40,7 +40,7 @@ import numpy as np
 
 from layers._highway import LEARNED_BRANCHES
 from training.data.text import END, EOS, EOS_CHAR, UNK, UNK_CHAR, Corpus, Split
-from zoo.weights import atomic_path, write_text
+from zoo.files import atomic_path, write_text
 
 TOKENS_FILE = "tokens.json"
 TOKENS_FIGURE = "tokens.png"

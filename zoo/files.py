@@ -1,0 +1,71 @@
+"""Writing files so that a reader never sees half of one: what the zoo, the training runs,
+the studies and the benchmarks all write through.
+
+- `atomic_path(target)`: a temporary file beside `target`, renamed onto it on success; an
+  existing `target` is refused unless `overwrite`.
+- `write_text(target, text)`: a whole text file, atomically.
+- `save_figure(fig, path)`: a matplotlib figure, atomically, then closed.
+- `sha256_of(path)`: a file's sha256 (weights, corpora, checkpoints).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
+    """Yields a temporary path beside `target`; renames it onto `target` on success."""
+    target = Path(target)
+    if target.exists() and not overwrite:
+        raise FileExistsError(
+            f"{target} already exists; refusing to overwrite it. Choose another "
+            "path or delete the file first."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Keep the suffix: Keras checks that weight files end in ".weights.h5".
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix="".join(target.suffixes), dir=target.parent
+    )
+    os.close(fd)
+    tmp = Path(tmp)
+    # mkstemp makes the file private (0600); give it the mode a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(target: str | os.PathLike, text: str, overwrite: bool = False) -> None:
+    with atomic_path(target, overwrite) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def save_figure(fig, path: str | os.PathLike) -> None:
+    """Writes a pyplot figure to `path` atomically (a temporary file of its own, then a
+    rename; it replaces an earlier figure) and closes it: the figures of the analyses
+    and of the experiments. Two processes may write the same figure at once (a shared study)."""
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_path(path, overwrite=True) as tmp:
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)
