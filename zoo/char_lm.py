@@ -21,6 +21,17 @@ from __future__ import annotations
 from zoo.heads import classifier, feature_info
 from zoo.registry import register, register_family
 
+# The input of the family: how a word is spelled in character ids (Kim's loader, util/
+# BatchLoaderUnk.lua). The corpus reader (training.data.text), the per-token gate analysis
+# and the SavedModel that takes words all spell words this way.
+EOS = "<eos>"
+UNK = "<unk>"
+PAD, START, END = 0, 1, 2  # character ids: zero padding, start-of-word '{', end-of-word '}'
+# How the characters of a vocabulary are shown: Kim's ZEROPAD ' ', START '{', END '}'.
+PAD_CHAR, START_CHAR, END_CHAR = " ", "{", "}"
+# Single characters that spell the two special tokens for the character CNN (Kim's tokens).
+EOS_CHAR, UNK_CHAR = "+", "|"
+
 CHAR_LM_OVERRIDES = (
     "input_shape", "char_vocab_size", "variant", "highway_layers", "transform_bias",
     "dropout", "lstm_units", "stateful", "batch_size", "classes", "classifier_activation",

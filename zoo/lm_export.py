@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from training.data.text import (
+from zoo.char_lm import (
     END,
     END_CHAR,
     EOS,

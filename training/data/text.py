@@ -35,13 +35,20 @@ from pathlib import Path
 
 import numpy as np
 
-EOS = "<eos>"
-UNK = "<unk>"
-PAD, START, END = 0, 1, 2  # character ids: zero padding, start-of-word '{', end-of-word '}'
-# How the characters of `chars` are shown: Kim's ZEROPAD ' ', START '{', END '}'.
-PAD_CHAR, START_CHAR, END_CHAR = " ", "{", "}"
-# Single characters that spell the two special tokens for the character CNN (Kim's tokens).
-EOS_CHAR, UNK_CHAR = "+", "|"
+# How the language models spell a word: defined with the family (zoo/char_lm.py).
+from zoo.char_lm import (  # noqa: F401 (read from here too)
+    END,
+    END_CHAR,
+    EOS,
+    EOS_CHAR,
+    PAD,
+    PAD_CHAR,
+    START,
+    START_CHAR,
+    UNK,
+    UNK_CHAR,
+)
+
 SPLITS = ("train", "valid", "test")
 _RESERVED = str.maketrans("", "", START_CHAR + END_CHAR)
 

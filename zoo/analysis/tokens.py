@@ -34,13 +34,16 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from layers._highway import LEARNED_BRANCHES
-from training.data.text import END, EOS, EOS_CHAR, UNK, UNK_CHAR, Corpus, Split
+from zoo.char_lm import END, EOS, EOS_CHAR, UNK, UNK_CHAR
 from zoo.files import atomic_path, write_text
+
+if TYPE_CHECKING:  # zoo reads a corpus the reader made; it does not import training
+    from training.data.text import Corpus, Split
 
 TOKENS_FILE = "tokens.json"
 TOKENS_FIGURE = "tokens.png"

@@ -1,0 +1,42 @@
+"""The packages import one way, as docs/about/development.md draws it:
+layers <- zoo <- training <- highway_zoo. A lower package importing a higher one (even inside a
+function) fails here; imports under `if TYPE_CHECKING:` are for annotations only and allowed."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ORDER = ["layers", "zoo", "training", "highway_zoo"]
+
+
+def _imported_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+               and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+               for statement in block.body for node in ast.walk(statement)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("package", ORDER[:-1])
+def test_a_package_imports_none_above_it(package):
+    above = set(ORDER[ORDER.index(package) + 1:])
+    wrong = {str(path.relative_to(ROOT)): sorted(_imported_packages(path) & above)
+             for path in sorted((ROOT / package).rglob("*.py"))}
+    assert {path: names for path, names in wrong.items() if names} == {}
+
+
+def test_the_check_sees_an_import_inside_a_function(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import training\n"
+                      "def f():\n    from highway_zoo.cli import main\n")
+    assert _imported_packages(module) == {"typing", "highway_zoo"}
