@@ -26,7 +26,7 @@ from zoo.files import sha256_of
 from zoo.weights import WEIGHTS_FILE
 
 # `zoo.export` is the function (zoo/__init__.py re-exports it); this is the module.
-export_module = importlib.import_module("zoo.export")
+export_module = importlib.import_module("zoo.serving.saved_model")
 versions = export_module.versions
 FC = "highway_fc10_mnist"
 CONV = "highway_conv16_mnist"

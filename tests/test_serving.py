@@ -1,4 +1,4 @@
-"""`zoo.serving` clients and `highway-zoo predict`, against the exported SavedModel.
+"""`zoo.serving.client`'s clients and `highway-zoo predict`, against the exported SavedModel.
 
 No TF Serving binary can be installed here, so the tests stand in for the server: they parse
 each request as TF Serving does, call the exported signature, and answer in TF Serving's
@@ -21,7 +21,7 @@ from test_export import CONV, FC, assert_outputs_match, keras_reference, pixels,
 
 import zoo
 from highway_zoo.cli import main
-from zoo import serving
+from zoo.serving import client as serving
 
 SIGNATURES = ("serving_default", "logits", "gates")
 

@@ -1,6 +1,6 @@
-"""Deployment formats beyond TF Serving: `zoo.export(..., format="tflite")` (zoo/tflite.py) and
-Keras's own `model.export(format="tf_saved_model" | "litert")`, for a model of every family,
-stacked included."""
+"""Deployment formats beyond TF Serving: `zoo.export(..., format="tflite")`
+(zoo/serving/tflite.py) and Keras's own `model.export(format="tf_saved_model" | "litert")`,
+for a model of every family, stacked included."""
 
 import keras
 import numpy as np
@@ -9,7 +9,7 @@ import tensorflow as tf
 from zoo_cases import one_per_family
 
 import zoo
-import zoo.tflite
+import zoo.serving.tflite
 from highway_zoo.cli import main
 
 FC = "highway_fc10_mnist"
@@ -48,7 +48,7 @@ def test_every_tflite_signature_equals_the_saved_models(name, overrides, tmp_pat
     saved = tf.saved_model.load(str(zoo.export(model, base_dir=tmp_path, warmup=False)))
     path = zoo.export(model, base_dir=tmp_path, format="tflite")
     assert path == tmp_path / name / "1.tflite"
-    lite = zoo.tflite.load(path)
+    lite = zoo.serving.tflite.load(path)
     assert lite.signatures == sorted(saved.signatures)
     assert lite.input_shape == tuple(model.input_shape[1:])
     x = _pixels(lite.input_shape)
@@ -79,7 +79,7 @@ def test_keras_model_export_formats(name, overrides, tmp_path):
     reloaded = tf.saved_model.load(str(tmp_path / "saved"))  # kept: it owns the variables
     _close(reloaded.serve(x).numpy(), expected, "serve")
     model.export(str(tmp_path / "model.tflite"), format="litert", verbose=False)
-    lite = zoo.tflite.load(tmp_path / "model.tflite")
+    lite = zoo.serving.tflite.load(tmp_path / "model.tflite")
     (signature,) = lite.signatures
     (got,) = lite(x, signature=signature).values()
     _close(got, expected, "litert")
@@ -89,7 +89,8 @@ def test_keras_model_export_formats(name, overrides, tmp_path):
 def small_tflite(tmp_path_factory):
     keras.utils.set_random_seed(0)
     base = tmp_path_factory.mktemp("exported")
-    return zoo.tflite.load(zoo.export(zoo.load(FC, depth=3), base_dir=base, format="tflite"))
+    path = zoo.export(zoo.load(FC, depth=3), base_dir=base, format="tflite")
+    return zoo.serving.tflite.load(path)
 
 
 @pytest.mark.parametrize(
@@ -111,11 +112,11 @@ def test_tflite_model_refusals(small_tflite, tmp_path):
     with pytest.raises(ValueError, match=r"no signature 'probabilities'; it has \['gates', "):
         small_tflite(np.zeros((1, 28, 28, 1)), signature="probabilities")
     with pytest.raises(FileNotFoundError, match="No TFLite file at"):
-        zoo.tflite.load(tmp_path / "missing.tflite")
+        zoo.serving.tflite.load(tmp_path / "missing.tflite")
     junk = tmp_path / "junk.tflite"
     junk.write_bytes(b"not a flatbuffer")
     with pytest.raises(ValueError, match="is not a readable TFLite model"):
-        zoo.tflite.load(junk)
+        zoo.serving.tflite.load(junk)
     # Integer pixels are pixels: converted, same answer as float32.
     x = np.random.default_rng(0).integers(0, 256, (2, 28, 28, 1))
     np.testing.assert_array_equal(small_tflite(x)["probabilities"],
@@ -137,7 +138,7 @@ def test_tflite_files_are_numbered_and_never_overwritten(tmp_path, capsys):
         base / FC / "2.tflite")
     assert zoo.export(FC, random_weights=True, base_dir=base, format="tflite", depth=3,
                       version=7) == base / FC / "7.tflite"
-    assert zoo.tflite.versions(base / FC) == [1, 2, 7]
+    assert zoo.serving.tflite.versions(base / FC) == [1, 2, 7]
     # Nothing else: no temporary file left, no SavedModel version, no models.config (TF
     # Serving does not serve TFLite); a SavedModel export numbers its versions apart.
     assert sorted(p.name for p in (base / FC).iterdir()) == ["1.tflite", "2.tflite", "7.tflite"]

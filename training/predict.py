@@ -10,8 +10,8 @@ probabilities. Images are PNG files (decoded as stored, 0-255) or `.npy` arrays 
 image `[height, width, channels]` (`[height, width]` for one channel) or a batch
 `[n, height, width, channels]` of raw pixel values.
 
-A language model's export (zoo/lm_export.py) takes words instead: `predict --model-dir DIR
-the cat sees` prints the most probable next words after the whole sentence.
+A language model's export (zoo/serving/language_model.py) takes words instead:
+`predict --model-dir DIR the cat sees` prints the most probable next words after the whole sentence.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 SIGNATURE = "serving_default"
-WORDS = "words"  # a language model's input (zoo.lm_export.INPUT_NAME)
+WORDS = "words"  # a language model's input (zoo.serving.language_model.INPUT_NAME)
 
 
 class ImageShapeError(ValueError):

@@ -38,13 +38,12 @@ from zoo import (  # noqa: F401
     imagenet_nets,
     pretrained,
 )
-
-# zoo/export.py imports no Keras at module level. It is imported here, not on first use,
-# so that `zoo.export` stays the function: the first import of the submodule `zoo.export`
-# (`from zoo.export import versions`, anywhere) sets the package attribute to the module.
-from zoo.export import export
 from zoo.recipes import RECIPES
 from zoo.registry import describe, list_models
+
+# zoo.export is the function; its module and the other formats are zoo.serving's (no Keras at
+# module level).
+from zoo.serving.saved_model import export
 
 # Name -> the module that defines it, imported on first use (it imports Keras, or its
 # callers will).

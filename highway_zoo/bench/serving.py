@@ -75,7 +75,7 @@ def measure(model_dir: str, calls: int, batch_size: int, runs: int) -> dict:
 
 
 def _latest(base: Path, name: str) -> Path:
-    from zoo.export import versions
+    from zoo.serving.saved_model import versions
 
     have = versions(base / name)
     if not have:

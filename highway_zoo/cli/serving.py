@@ -36,11 +36,11 @@ def _export_arguments(p) -> None:
                    "parameters with --max-batch (--enable_batching --batching_parameters_file)")
     p.add_argument("--format", choices=("tf_saved_model", "tflite"), default="tf_saved_model",
                    help="tf_saved_model (default) or tflite: one file BASE_DIR/NAME/VERSION.tflite "
-                   "with the same signatures (run it with zoo.tflite.load)")
+                   "with the same signatures (run it with zoo.serving.tflite.load)")
 
 
 def export(args) -> None:
-    from zoo.export import export as export_
+    from zoo.serving.saved_model import export as export_
 
     path = export_(
         args.name, base_dir=args.base_dir, version=args.version, weights=args.weights,

@@ -3,13 +3,14 @@
     >>> import zoo
     >>> path = zoo.export("highway_fc10_mnist", weights="default", format="tflite")
     >>> path                                       # exported/highway_fc10_mnist/1.tflite
-    >>> model = zoo.tflite.load(path)
+    >>> model = zoo.serving.tflite.load(path)
     >>> model(pixels)["probabilities"]             # serving_default; pixels (batch, 28, 28, 1)
     >>> model(pixels, signature="gates")           # {"highway_1": (batch,), ...}
 
 The file holds the signatures `zoo.export` gives a SavedModel (`serving_default`, `logits`,
-`gates`; see zoo/export.py), converted from that SavedModel with TFLite's builtin ops only, in
-float32 (no quantisation), so their outputs equal the SavedModel's to float32 round-off.
+`gates`; see zoo/serving/saved_model.py), converted from that SavedModel with TFLite's builtin
+ops only, in float32 (no quantisation), so their outputs equal the SavedModel's to float32
+round-off.
 
 TFLite drops the SavedModel's input shape check (`tf.ensure_shape`): a raw interpreter fed the
 wrong shape fails deep inside a kernel, or computes garbage. `load` returns a `TFLiteModel`,
@@ -40,7 +41,7 @@ def convert(model) -> bytes:
     """The TFLite flatbuffer of `model` with every signature of its SavedModel export."""
     import tensorflow as tf
 
-    from zoo.exporting import build_archive, write_archive
+    from zoo.serving.signatures import build_archive, write_archive
 
     archive, signatures = build_archive(model)
     with tempfile.TemporaryDirectory(prefix="highway-zoo-tflite-") as saved_model:
@@ -62,7 +63,7 @@ def versions(model_dir: str | os.PathLike) -> list[int]:
 def export(model, model_dir: Path, version: int | None, name: str) -> Path:
     """Writes `model` as `model_dir/<version>.tflite` (the next free number if None); called by
     `zoo.export(..., format="tflite")`, which checks the arguments."""
-    from zoo.exporting import TMP_PREFIX, writable_dir
+    from zoo.serving.signatures import TMP_PREFIX, writable_dir
 
     writable_dir(model_dir)
     if version is not None:

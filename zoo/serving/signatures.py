@@ -1,6 +1,7 @@
-"""What both exporters build on: the SavedModel export (zoo/export.py) and the TFLite one
-(zoo/tflite.py, converted from that SavedModel). The signatures and their archive, and how a
-version is written into an export directory (hidden temporaries, a writable base)."""
+"""What both exporters build on: the SavedModel export (zoo/serving/saved_model.py) and the
+TFLite one (zoo/serving/tflite.py, converted from that SavedModel). The signatures and their
+archive, and how a version is written into an export directory (hidden temporaries, a writable
+base)."""
 
 from __future__ import annotations
 

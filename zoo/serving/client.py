@@ -1,10 +1,10 @@
 """Clients for a TF Serving model server: requests from NumPy images, responses back to arrays.
 
-    >>> from zoo import serving
+    >>> from zoo.serving import client
     >>> images = np.zeros((2, 28, 28, 1), np.float32)            # raw pixels 0-255
-    >>> out = serving.predict_rest("http://localhost:8501", "highway_fc10_mnist", images)
+    >>> out = client.predict_rest("http://localhost:8501", "highway_fc10_mnist", images)
     >>> out["class_ids"], out["probabilities"].shape
-    >>> out = serving.predict_grpc("localhost:8500", "highway_fc10_mnist", images,
+    >>> out = client.predict_grpc("localhost:8500", "highway_fc10_mnist", images,
     ...                            signature_name="gates")
 
 REST (TF Serving's `/v1/models/<name>[/versions/<v>]:predict`): `rest_request` builds the body in

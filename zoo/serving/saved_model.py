@@ -28,7 +28,8 @@ A version is written to a hidden temporary directory beside the version director
 renamed into place, so a server polling the directory never sees a half-written version;
 an existing version is never overwritten.
 
-A language model (family `char_lm`) gets other signatures, which take words: zoo/lm_export.py.
+A language model (family `char_lm`) gets other signatures, which take words:
+zoo/serving/language_model.py.
 """
 
 from __future__ import annotations
@@ -45,16 +46,16 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from zoo.exporting import (
+from zoo.serving.signatures import (
     INPUT_NAME,
     SIGNATURES,
     TMP_PREFIX,
     highway_layers,
     input_shape_of,
 )
-from zoo.exporting import build_archive as _build_archive
-from zoo.exporting import writable_dir as _writable_dir
-from zoo.exporting import write_archive as _write_archive
+from zoo.serving.signatures import build_archive as _build_archive
+from zoo.serving.signatures import writable_dir as _writable_dir
+from zoo.serving.signatures import write_archive as _write_archive
 
 FORMATS = ("tf_saved_model", "tflite")
 ASSETS_EXTRA = "assets.extra"
@@ -111,7 +112,7 @@ def export(
             signature), which TF Serving replays before it marks the version available.
         format: "tf_saved_model", or "tflite" for one file `<name>/<version>.tflite` with
             the same signatures, numbered apart from the SavedModels, never overwritten, not
-            listed in models.config (zoo/tflite.py; run it with `zoo.tflite.load`).
+            listed in models.config (zoo/serving/tflite.py; run it with `zoo.serving.tflite.load`).
         max_batch: the most images one request may hold; a larger request fails with an
             error saying so (unbounded, one request of 100,000 images took 20.9 GB).
         batching_config: also write `base_dir/batching.config`, TF Serving's batching
@@ -147,7 +148,7 @@ def export(
         raise ValueError(f"format must be one of {FORMATS}. Received: format={format!r}")
     model, weights_record = _resolve_model(model_or_name, weights, random_weights, overrides)
     name = name or getattr(model, "architecture", None) or model.name
-    from zoo import lm_export
+    from zoo.serving import language_model as lm_export
 
     # A language model takes words: its vocabulary is checked (refused if missing) first.
     vocabulary = lm_export.vocabulary_of(model) if lm_export.is_language_model(model) else None
@@ -160,7 +161,7 @@ def export(
         if vocabulary is not None:
             raise ValueError("A language model is exported as a SavedModel only: its spelling "
                              "of words uses string ops outside TFLite's builtins.")
-        from zoo import tflite
+        from zoo.serving import tflite
 
         return tflite.export(model, Path(base_dir) / name, version, name)
 
@@ -372,7 +373,7 @@ def _provenance(model, name: str, weights_record: dict, warmup: bool,
     import tensorflow as tf
 
     if vocabulary is not None:  # a language model: words in
-        from zoo import lm_export
+        from zoo.serving import language_model as lm_export
 
         input_ = lm_export.input_record(model, vocabulary)
         outputs = lm_export.output_record(vocabulary)
