@@ -474,7 +474,8 @@ def test_a_killed_exports_temporary_directory_is_removed_by_the_next(models, tmp
     base = tmp_path / "exported"
     killed = subprocess.Popen([str(BIN / "highway-zoo"), "export", FC, "--random-weights",
                                "--base-dir", str(base)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              stderr=subprocess.DEVNULL,  # its temporary files: in tmp_path
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
     deadline = time.monotonic() + 120
     while not list((base / FC).glob(".tmp-*")) and killed.poll() is None:
         assert time.monotonic() < deadline

@@ -163,9 +163,10 @@ def _fill_the_disk_with_a_run(run_dir, capsys):
 def test_a_damaged_checkpoint_is_refused_in_one_line(tmp_path, capsys):
     run_dir = tmp_path / "run"
     command = [*TRAIN, "--out", str(run_dir)]
-    killed = subprocess.run(
+    killed = subprocess.run(  # killed, it leaves its temporary files: in tmp_path
         [sys.executable, str(HERE / "fault_injection.py"), "after-step-checkpoint", "--",
-         *command], env=ENV, capture_output=True, text=True, timeout=TIMEOUT)
+         *command], env={**ENV, "TMPDIR": str(tmp_path)}, capture_output=True, text=True,
+        timeout=TIMEOUT)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     checkpoint = run_dir / "checkpoint" / _read(run_dir / "checkpoint" / "checkpoint.json")["file"]
     intact = checkpoint.read_bytes()
