@@ -238,6 +238,25 @@ def _paper_number(meta: dict[str, Any]) -> str:
     return ", ".join(f"{_label(k)} {_number(v)}" for k, v in numbers.items()) or "-"
 
 
+def _columns(meta: dict[str, Any]) -> str:
+    """Dataset, parameters, the paper's number and the shipped accuracy: one table row's."""
+    pretrained = meta.get("pretrained") or {}
+    accuracy = pretrained.get("test_accuracy")
+    shipped = f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else "-"
+    if pretrained and shipped_note(pretrained):
+        shipped += " (sample)"
+    return (f"{meta.get('dataset', '-')} | {_number(meta.get('params'))} | "
+            f"{_paper_number(meta)} | {shipped}")
+
+
+def readme_models_table(metas: list[dict[str, Any]]) -> str:
+    """The README's table of models: the site index's columns without links, provenance and
+    family (tests/test_site_pages.py checks that the README holds it as generated)."""
+    rows = ["| name | dataset | parameters | paper's number | shipped test accuracy |",
+            "| --- | --- | ---: | --- | ---: |"]
+    return "\n".join(rows + [f"| `{meta['name']}` | {_columns(meta)} |" for meta in metas])
+
+
 def models_index(metas: list[dict[str, Any]]) -> str:
     """The table of every model, filterable by an fnmatch pattern as `zoo.list_models` is."""
     out = [
@@ -257,13 +276,7 @@ def models_index(metas: list[dict[str, Any]]) -> str:
         "| --- | --- | ---: | --- | ---: | --- | --- |",
     ]
     for meta in metas:
-        pretrained = meta.get("pretrained") or {}
-        accuracy = pretrained.get("test_accuracy")
-        shipped = f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else "-"
-        if pretrained and shipped_note(pretrained):
-            shipped += " (sample)"
-        out.append(f"| [`{meta['name']}`]({meta['name']}.md) | {meta.get('dataset', '-')} | "
-                   f"{_number(meta.get('params'))} | {_paper_number(meta)} | {shipped} | "
+        out.append(f"| [`{meta['name']}`]({meta['name']}.md) | {_columns(meta)} | "
                    f"{meta.get('provenance', '-')} | `{meta.get('family', '-')}` |")
     out += ["", "\"(sample)\": measured on the 1,000 test digits of the 5,000-digit MNIST sample "
             "that installs offline here, not on the full MNIST the paper's number is for.", "",

@@ -5,6 +5,7 @@ the models index and the command-line reference cover everything there is."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,11 @@ def test_zoo_save_refuses_a_model_that_is_not_a_zoo_model_in_one_line(tmp_path):
                                          r"Sequential\. .*model\.save\('model\.keras'\)"):
         zoo.save(model, tmp_path / "preset")
     assert not (tmp_path / "preset").exists()  # nothing written half-way
+
+
+def test_the_readmes_models_table_is_the_registrys():
+    """The README's table, as `site_pages.readme_models_table` makes it from the registry: a new
+    registration, a changed count or new shipped weights fail here until the README has them."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    expected = site_pages.readme_models_table([zoo.describe(n) for n in zoo.list_models()])
+    assert expected in readme, "README.md's models table differs; replace it with:\n" + expected
