@@ -177,7 +177,10 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
 
     Args:
         depth: Number of highway layers, >= 1.
-        activation: Activation of the block state H. Defaults to `"tanh"`.
+        activation: Activation of the block state H. Defaults to `"tanh"`, where
+            `HighwayDense` defaults to ReLU: a stack is the deep fully connected net of NIPS
+            2015 §4 (the 50-layer analysis nets use tanh), a single layer the CIFAR and
+            language-model blocks (ReLU H).
         variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`,
             `"plain"`.
         kernel_initializer: Initializer of each layer's W_H (and W_T, W_C when their own are

@@ -93,6 +93,23 @@ def _ours_in_system_tmp() -> set[str]:
     return {str(path) for pattern in OURS for path in SYSTEM_TMP.glob(pattern)}
 
 
+@pytest.fixture(autouse=True)
+def leaves_no_temporary_files(request):
+    """Each test: what it leaves in the process's temporary directory fails that test, by
+    name (then it is removed, so the next test is not blamed)."""
+    before = set(_leftovers(PROCESS_TMP, FOREIGN))
+    yield
+    new = sorted(set(_leftovers(PROCESS_TMP, FOREIGN)) - before)
+    for path in new:
+        if path.endswith("/"):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            Path(path).unlink(missing_ok=True)
+    if new:
+        pytest.fail(f"{request.node.nodeid} left {len(new)} file(s) in the temporary "
+                    "directory: " + ", ".join(new[:10]), pytrace=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def leaves_nothing_behind():
     """At the end of a test process: its temporary directory holds nothing the tests left

@@ -369,7 +369,7 @@ def test_figures_draw_the_numbers(analysed):
 
 
 def test_routing_figure_draws_the_numbers(monkeypatch, tmp_path):
-    from zoo.analysis import plots as plots_module
+    import zoo.files
     from zoo.analysis.routing import plot_routing
 
     patterns, labels = routed_patterns()
@@ -378,7 +378,7 @@ def test_routing_figure_draws_the_numbers(monkeypatch, tmp_path):
     baseline = cluster_routes(np.random.default_rng(1).uniform(size=(90, 1, 8)), labels,
                               k_range=(2, 4))
     drawn = {}
-    monkeypatch.setattr(plots_module, "save_figure", lambda fig, path: drawn.update(fig=fig))
+    monkeypatch.setattr(zoo.files, "save_figure", lambda fig, path: drawn.update(fig=fig))
     plot_routing(result, baseline, ["a", "b", "c"], tmp_path / "routing.png", title="t")
     fig = drawn["fig"]
     by_title = {ax.get_title(): ax for ax in fig.axes}

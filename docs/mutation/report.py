@@ -1,5 +1,6 @@
 """Tallies `mutmut results --all true` (docs/mutation/<target>-results.txt) by file: killed,
-survived, timed out, no tests, not checked. Usage: python3 report.py RESULTS.txt TARGET."""
+survived, timed out, no tests, not checked. Usage: python3 report.py RESULTS.txt TARGET [sampled]: "sampled" when the mutants
+tried were drawn at random (MUTATION_SAMPLE), which adds the share killed with its interval."""
 
 import collections
 import re
@@ -9,7 +10,7 @@ STATUSES = ("killed", "survived", "timeout", "no tests", "not checked", "suspici
             "segfault", "skipped", "caught by type check")
 
 
-def main(results: str, target: str) -> None:
+def main(results: str, target: str, sampled: str = "") -> None:
     by_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for line in open(results, encoding="utf-8"):
         match = re.match(r"\s*([\w.]+)\.x.*__mutmut_\d+: (.+)$", line.rstrip())
@@ -26,6 +27,20 @@ def main(results: str, target: str) -> None:
         total.update(counts)
         print(_row(name, counts, columns))
     print(_row("**all**", total, columns))
+    tested = total["killed"] + total["survived"] + total["timeout"]
+    if tested and sampled:
+        low, high = wilson(total["killed"] + total["timeout"], tested)
+        print(f"\n{tested:,} of {sum(total.values()):,} mutants tried, drawn at random: the "
+              f"share of all mutants the tests kill is {100 * low:.1f}% to {100 * high:.1f}% "
+              "(95% Wilson interval).")
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion k/n (95% for z = 1.96)."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return centre - half, centre + half
 
 
 def _row(name, counts, columns):
