@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -138,7 +139,11 @@ def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path
 
 
 def test_a_full_disk_stops_the_run_in_one_line_and_keeps_the_last_checkpoint(tmp_path,
-                                                                             capsys):
+                                                                             capsys,
+                                                                             monkeypatch):
+    # Keras's .keras saving leaves its (empty) assets directory in TMPDIR when a save fails
+    # (its DiskIOStore is closed on success only): here, in tmp_path.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     # Depth 30 at batch 500: a checkpoint (weights and Adam's two moments) of about 2.2 MB.
     with small_disk(tmp_path / "disk") as disk:
         _fill_the_disk_with_a_run(disk / "run", capsys)
