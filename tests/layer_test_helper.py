@@ -39,18 +39,6 @@ def channels_first_call(fn):
     return tf.function(fn, jit_compile=True)
 
 
-def tensorflow_cpu_runs_nchw() -> bool:
-    """Whether TensorFlow's eager CPU Conv2D takes channels_first input on this machine."""
-    import tensorflow as tf
-
-    try:
-        tf.nn.conv2d(tf.zeros((1, 1, 2, 2)), tf.zeros((1, 1, 1, 1)), 1, "SAME",
-                     data_format="NCHW")
-    except tf.errors.UnimplementedError:
-        return False
-    return True
-
-
 def run_layer_battery(
     make_layer,
     input_shape: tuple[int, ...],
@@ -64,8 +52,13 @@ def run_layer_battery(
     masking: bool = True,
     masking_input_shape: tuple[int, ...] | None = None,
     mask_fronts=None,
+    call=lambda fn: fn,
+    jit_compile: bool = False,
 ) -> None:
     """Run the battery on the layer `make_layer()` returns, fed inputs of `input_shape`.
+
+    `call(fn)` wraps each eager call of the layer or a model holding it, and `jit_compile` is
+    the training step's: a channels_first convolution passes `channels_first_call` and True.
 
     `mixed_precision=False` skips the float16 check (TensorFlow's CPU Conv2D has no float16 NCHW).
     `expected_output_shape` defaults to `input_shape`; `expected_weight_names` to
@@ -97,7 +90,7 @@ def run_layer_battery(
     model = keras.Model(inputs, outputs)
 
     # Eager call.
-    y = keras.ops.convert_to_numpy(layer(x))
+    y = keras.ops.convert_to_numpy(call(layer)(x))
     assert y.shape == output_shape
     assert np.all(np.isfinite(y))
 
@@ -107,13 +100,13 @@ def run_layer_battery(
     assert clone.get_config() == config
     clone.build(input_shape)
     clone.set_weights(layer.get_weights())
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(clone(x)), y)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(call(clone)(x)), y)
 
     # .keras save/load inside a model: bit-exact outputs.
     path = tmp_path / f"{layer.name}.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)), y)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(call(loaded)(x)), y)
     assert loaded.layers[-1].get_config() == config
 
     if mixed_precision:
@@ -125,7 +118,8 @@ def run_layer_battery(
         warnings.filterwarnings("ignore", message=".*destroy the mask")
         head = keras.layers.Dense(1)(keras.layers.Flatten()(outputs))
         trainer = keras.Model(inputs, head)
-        trainer.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=False)
+        trainer.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse",
+                        jit_compile=jit_compile)
         before = [keras.ops.convert_to_numpy(w).copy() for w in layer.weights]
         targets = rng.normal(size=(input_shape[0], 1)).astype("float32")
         history = trainer.fit(x, targets, batch_size=max(1, input_shape[0] // 2), epochs=1,

@@ -8,7 +8,6 @@ from layer_test_helper import (
     channels_first_call,
     character_ids,
     run_layer_battery,
-    tensorflow_cpu_runs_nchw,
 )
 
 import layers
@@ -427,7 +426,9 @@ BATTERY = {
         make_layer=lambda: HighwayConv2D(3, data_format="channels_first", **FULL_ARGUMENTS),
         input_shape=(2, 4, 5, 5), expected_weight_shapes=[(3, 3, 4, 12), (12,)],
         mixed_precision=False,  # TensorFlow's CPU Conv2D has no float16 NCHW kernel
-        masking=False),
+        masking=False,
+        # TensorFlow's own CPU kernels have no NCHW Conv2D (nor has keras.layers.Conv2D): XLA
+        call=channels_first_call, jit_compile=True),
     "conv_c_only": dict(make_layer=lambda: HighwayConv2D((1, 3), variant="c_only"),
                         input_shape=(2, 4, 4, 3), expected_weight_shapes=[(1, 3, 3, 6), (6,)],
                         masking=False),
@@ -459,10 +460,6 @@ BATTERY = {
 
 @pytest.mark.parametrize("case", BATTERY)
 def test_standard_battery(case, tmp_path):
-    if "channels_first" in case and not tensorflow_cpu_runs_nchw():
-        pytest.skip("this machine's TensorFlow CPU kernels have no NCHW Conv2D, eager (nor has "
-                    "keras.layers.Conv2D); channels_first is checked against NumPy through XLA "
-                    "in test_conv_channels_first_and_rectangular_kernel_match_numpy")
     run_layer_battery(tmp_path=tmp_path, **BATTERY[case])
 
 
