@@ -6,6 +6,7 @@ the studies and the benchmarks all write through.
 - `write_text(target, text)`: a whole text file, atomically.
 - `save_figure(fig, path)`: a matplotlib figure, atomically, then closed.
 - `sha256_of(path)`: a file's sha256 (weights, corpora, checkpoints).
+- `jsonable(value)`: NumPy values as JSON's (rounded floats, None for NaN and infinities).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 
 @contextlib.contextmanager
@@ -69,3 +72,19 @@ def save_figure(fig, path: str | os.PathLike) -> None:
             fig.savefig(tmp, dpi=120)
     finally:
         plt.close(fig)
+
+
+def jsonable(value, digits: int = 6):
+    """`value` with NumPy arrays, scalars and tuples made JSON's: floats rounded to `digits`,
+    NaN and infinities None (JSON has neither)."""
+    if isinstance(value, dict):
+        return {k: jsonable(v, digits) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v, digits) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist(), digits)
+    if isinstance(value, float | np.floating):
+        return round(float(value), digits) if np.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 # How the language models spell a word: defined with the family (zoo/char_lm.py).
-from zoo.char_lm import (  # noqa: F401 (read from here too)
+from zoo.char_lm import (
     END,
     END_CHAR,
     EOS,

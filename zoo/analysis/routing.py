@@ -33,7 +33,7 @@ import numpy as np
 
 from layers._highway import LEARNED_BRANCHES
 from zoo.analysis.gates import GateProbe, highway_layers, no_gates_reason, per_unit
-from zoo.files import write_text
+from zoo.files import jsonable, write_text
 
 ROUTING_FILE = "routing.json"
 ROUTING_FIGURE = "routing.png"
@@ -242,20 +242,6 @@ def plot_routing(result: dict[str, Any], baseline: dict[str, Any] | None, layers
     save_figure(fig, Path(path))
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, float | np.floating):
-        return round(float(value), 6) if np.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
-
-
 def routing_report(model: keras.Model, images: np.ndarray, labels: np.ndarray,
                    out: str | os.PathLike, *, k_range: tuple[int, int] = (2, 12),
                    num_classes: int | None = None, batch_size: int = 500, seed: int = 0,
@@ -300,7 +286,7 @@ def routing_report(model: keras.Model, images: np.ndarray, labels: np.ndarray,
             "by_k")},
         "files": {"json": ROUTING_FILE, "figure": ROUTING_FIGURE},
     }
-    report = _jsonable(report)
+    report = jsonable(report)
     plot_routing(result, baseline, layers, out / ROUTING_FIGURE,
                  title=f"{model.name}: per-example routing on {len(images)} examples")
     write_text(out / ROUTING_FILE, json.dumps(report, indent=1) + "\n", overwrite=True)

@@ -40,7 +40,7 @@ import numpy as np
 
 from layers._highway import LEARNED_BRANCHES
 from zoo.char_lm import END, EOS, EOS_CHAR, UNK, UNK_CHAR
-from zoo.files import atomic_path, write_text
+from zoo.files import atomic_path, jsonable, write_text
 
 if TYPE_CHECKING:  # zoo reads a corpus the reader made; it does not import training
     from training.data.text import Corpus, Split
@@ -302,20 +302,6 @@ def gate_parameters(model, gate: str) -> dict[str, list[float]]:
     return found
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, float | np.floating):
-        return round(float(value), 5) if np.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
-
-
 def _dumps(report: dict[str, Any]) -> str:
     """JSON, indented, with each list of numbers on one line (the per-unit means are long)."""
     text = json.dumps(report, indent=1)
@@ -443,7 +429,7 @@ def token_report(model, corpus: Corpus, out: str | os.PathLike, split: str = "te
                              "std": initial_summary["spread"]["std"],
                              "parameters": gate_parameters(initial, gates.gate)}
     report["files"] = {"json": TOKENS_FILE, "figure": TOKENS_FIGURE, "table": TOKENS_TABLE}
-    report = _jsonable(report)
+    report = jsonable(report, digits=5)
     plot_tokens(report, out / TOKENS_FIGURE, title=str(report.get("model") or ""))
     write_text(out / TOKENS_TABLE, markdown(report), overwrite=True)
     write_text(out / TOKENS_FILE, _dumps(report), overwrite=True)
