@@ -20,7 +20,7 @@ for target in $targets; do
     rm -rf "$copy" && mkdir -p "$copy"
     git -C "$root" archive HEAD | tar -x -C "$copy"
     cp "$here/$target.cfg" "$copy/setup.cfg"
-    cp "$here/preload.txt" "$copy/preload.txt"
+    cp "$here/preload.txt" "$here/keep_signatures.py" "$copy/"
     rm -f "$copy/pyproject.toml"  # mutmut reads [tool.mutmut] there before setup.cfg
     started=$(date +%s)
     names=""
