@@ -1,23 +1,47 @@
 """Highway layers for Keras 3: dense and convolutional highway layers, a batch-normalised
 highway block, the character-aware token embedder, and the input preprocessing layers of the
-zoo's networks."""
+zoo's networks.
 
-from layers._highway import VARIANTS
-from layers.bn_highway_block import BNHighwayBlock
-from layers.caffe_imagenet_preprocessing import CaffeImageNetPreprocessing
-from layers.char_cnn_embedder import CharCNNEmbedder
-from layers.global_contrast_normalization import GlobalContrastNormalization
-from layers.highway_conv2d import HighwayConv2D
-from layers.highway_dense import HighwayDense
-from layers.highway_stack import HighwayStack
+`import layers` imports neither Keras nor TensorFlow: `VARIANTS` (see `layers.variants`) is
+pure Python, and the layer classes are imported on first use (PEP 562), so the command line
+reads the variant names at once. With Keras already imported (`import keras` first, as isort
+orders the imports), `import layers` imports the classes, which registers them for
+`keras.saving.load_model`.
+"""
 
-__all__ = [
-    "VARIANTS",
-    "BNHighwayBlock",
-    "CaffeImageNetPreprocessing",
-    "CharCNNEmbedder",
-    "GlobalContrastNormalization",
-    "HighwayConv2D",
-    "HighwayDense",
-    "HighwayStack",
-]
+from __future__ import annotations
+
+import importlib
+import sys
+
+from layers.variants import VARIANTS
+
+# Class -> the module that defines it (each imports Keras).
+_LAZY = {
+    "BNHighwayBlock": "layers.bn_highway_block",
+    "CaffeImageNetPreprocessing": "layers.caffe_imagenet_preprocessing",
+    "CharCNNEmbedder": "layers.char_cnn_embedder",
+    "GlobalContrastNormalization": "layers.global_contrast_normalization",
+    "HighwayConv2D": "layers.highway_conv2d",
+    "HighwayDense": "layers.highway_dense",
+    "HighwayStack": "layers.highway_stack",
+}
+
+__all__ = ["VARIANTS", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+if "keras" in sys.modules:
+    for _name in _LAZY:
+        __getattr__(_name)

@@ -9,19 +9,7 @@ import numbers
 import keras
 from keras import ops
 
-# The variants of Greff et al. 2017 (Table 1a) and the branches each learns, in the order they sit
-# side by side in the fused kernel and bias: H (block state), T (transform gate), C (carry gate).
-# A gate not learned is the constant 1 (C is 1 - T for "coupled"), except in "plain": y = H(x),
-# no gates and no carry (T = 1, C = 0).
-LEARNED_BRANCHES = {
-    "coupled": ("h", "t"),
-    "full": ("h", "t", "c"),
-    "c_only": ("h", "c"),
-    "t_only": ("h", "t"),
-    "residual": ("h",),
-    "plain": ("h",),
-}
-VARIANTS = tuple(LEARNED_BRANCHES)
+from layers.variants import LEARNED_BRANCHES, VARIANTS
 
 
 def get_bias_initializer(identifier) -> keras.initializers.Initializer:

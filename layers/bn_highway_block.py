@@ -5,8 +5,9 @@ import math
 import keras
 from keras import ops
 
-from layers._highway import LEARNED_BRANCHES, VARIANTS, _reseeded, combine, get_bias_initializer
+from layers._highway import _reseeded, combine, get_bias_initializer
 from layers.highway_conv2d import _pair
+from layers.variants import LEARNED_BRANCHES, VARIANTS
 
 SHORTCUTS = ("auto", "projection", "zero_pad")
 

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from layers._highway import VARIANTS
 from layers.highway_dense import HighwayDense
+from layers.variants import VARIANTS
 
 # Activations that never decrease: for these max(f(z)) = f(max(z)), so the layer pools the
 # convolution's pre-activations and applies f to one value per filter instead of to every

@@ -10,10 +10,6 @@ import pytest
 
 from highway_zoo.cli import COMMANDS
 
-# Commands whose parser still reads constants from modules that import Keras at their top
-# (the variants study's `--variants` choices are `layers.VARIANTS`; `layers` imports Keras).
-HEAVY_PARSERS = {"variants"}
-
 PROBE = """
 import sys
 from highway_zoo.cli import main
@@ -25,7 +21,7 @@ print("keras" in sys.modules, "tensorflow" in sys.modules, code, file=sys.stderr
 """
 
 
-@pytest.mark.parametrize("command", sorted(set(COMMANDS) - HEAVY_PARSERS))
+@pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize("flag", ["--help", "--no-such-flag"])
 def test_help_and_usage_errors_import_no_keras(command, flag):
     out = subprocess.run([sys.executable, "-c", PROBE.format(command=command, flag=flag)],

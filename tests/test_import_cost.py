@@ -73,6 +73,44 @@ def test_a_zoo_keras_file_loads_after_import_keras_then_zoo(registry_then_load):
                                                    "params": 85_660}]
 
 
+# --- layers -------------------------------------------------------------------------
+
+# `import layers` reads the variant names without Keras; a class asked for imports it, and a
+# `.keras` file of a plain Keras model with highway layers is written for the next check.
+LAYERS_LAZY_THEN_SAVE = """
+import json, sys
+import layers
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras"))
+print(json.dumps({"heavy": heavy, "variants": list(layers.VARIANTS)}), flush=True)
+import keras
+model = keras.Sequential([keras.Input((3,)), layers.HighwayDense(variant="full"),
+                          layers.HighwayStack(depth=2)])
+model.save(sys.argv[1])
+print(json.dumps({"classes": [type(layer).__name__ for layer in model.layers]}), flush=True)
+"""
+
+# `import keras` before `import layers` (isort's order): the classes are registered, and
+# Keras's own loader reads the file without custom_objects.
+KERAS_FIRST_LOAD_LAYERS = """
+import json, sys
+import keras
+import layers
+model = keras.saving.load_model(sys.argv[1])
+print(json.dumps({"classes": [type(layer).__name__ for layer in model.layers],
+                  "variant": model.layers[0].variant}))
+"""
+
+
+def test_import_layers_reads_the_variants_without_keras_and_classes_load_on_use(tmp_path):
+    path = tmp_path / "plain.keras"
+    names, built = _run(LAYERS_LAZY_THEN_SAVE, path)
+    assert names == {"heavy": [], "variants": ["coupled", "full", "c_only", "t_only",
+                                               "residual", "plain"]}
+    assert built == {"classes": ["HighwayDense", "HighwayStack"]}
+    assert _run(KERAS_FIRST_LOAD_LAYERS, path) == [{"classes": ["HighwayDense", "HighwayStack"],
+                                                    "variant": "full"}]
+
+
 # --- the command line ------------------------------------------------------------------
 
 # Runs the command line in this process and prints the heavy modules it imported.

@@ -6,8 +6,8 @@ which does not follow `__wrapped__`, so every layer built from a mutated module 
 (`IndexError` in keras/src/ops/operation.py). Both `inspect.signature` and `getfullargspec`
 honour `__signature__`, which this sets on constructors only: `functools.wraps` copies it
 with `__dict__`, and Keras wraps a layer's bound `build` that way, where a signature that still
-names `self` breaks Keras's check of `build`'s arguments. Loaded with `-p keep_signatures` (layers.cfg) before
-the tests import the mutated code.
+names `self` breaks Keras's check of `build`'s arguments. Loaded with `-p keep_signatures`
+(layers.cfg) before the tests import the mutated code.
 """
 
 import inspect

@@ -1,6 +1,7 @@
 """Tallies `mutmut results --all true` (docs/mutation/<target>-results.txt) by file: killed,
-survived, timed out, no tests, not checked. Usage: python3 report.py RESULTS.txt TARGET [sampled]: "sampled" when the mutants
-tried were drawn at random (MUTATION_SAMPLE), which adds the share killed with its interval."""
+survived, timed out, no tests, not checked. Usage: python3 report.py RESULTS.txt TARGET
+[sampled]: "sampled" when the mutants tried were drawn at random (MUTATION_SAMPLE), which adds
+the share killed with its interval."""
 
 import collections
 import re

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 import zoo
-from layers._highway import VARIANTS
+from layers.variants import VARIANTS
 from training.experiments.common import _stats, claim_study_dir, run_jobs
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import default_dir

@@ -39,12 +39,11 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layers._highway import LEARNED_BRANCHES, VARIANTS
-from training.data import Dataset, load_dataset
+from layers.variants import LEARNED_BRANCHES, VARIANTS
 from training.experiments.common import (
     INITS,
     claim_study_dir,
@@ -55,6 +54,9 @@ from training.experiments.common import (
 from training.recipes import get_recipe
 from training.run_dir import default_dir
 from zoo.files import save_figure, write_text
+
+if TYPE_CHECKING:
+    from training.data import Dataset
 
 WIDTH = 50
 MODES = ("equal", "matched")
@@ -237,6 +239,10 @@ def variants_study(
         raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
     if not math.isfinite(transform_bias):
         raise ValueError(f"transform_bias must be a finite number. Received: {transform_bias!r}")
+    # Imported here: the image datasets import TensorFlow, which `variants --help` (this
+    # module's MODES) does without.
+    from training.data import Dataset, load_dataset
+
     loaded = isinstance(dataset, Dataset)
     if loaded and isolate:
         raise ValueError("A loaded Dataset is trained in this process: pass isolate=False, or "
