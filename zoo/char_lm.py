@@ -122,7 +122,7 @@ def char_lm(
 def parameter_count(*, char_vocab_size, char_embedding_dim, filters, kernel_sizes,
                     highway_layers, variant, lstm_units, lstm_layers, classes, **_) -> int:
     """The model's parameters by formula: embedding, convolutions, highway, LSTMs, softmax."""
-    from layers._highway import LEARNED_BRANCHES
+    from layers.variants import LEARNED_BRANCHES
 
     d = sum(filters)
     convs = sum(k * char_embedding_dim * f + f for f, k in zip(filters, kernel_sizes))

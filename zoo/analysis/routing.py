@@ -31,7 +31,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from layers._highway import LEARNED_BRANCHES
+from layers.variants import LEARNED_BRANCHES
 from zoo.analysis.gates import GateProbe, highway_layers, no_gates_reason, per_unit
 from zoo.files import jsonable, write_text
 

@@ -10,7 +10,7 @@ tokens is the count-weighted mean over types. The LSTM and the softmax are not r
 
 Which gate: T for the variants that learn it (coupled, full, t_only; 0 carries, 1
 transforms); C for `c_only`, which learns only the carry gate (1 carries); `residual` and
-`plain` have no gate, and are refused with a message (`layers._highway.LEARNED_BRANCHES`).
+`plain` have no gate, and are refused with a message (`layers.variants.LEARNED_BRANCHES`).
 
 Groups (every token of the split in exactly one group of each grouping):
 
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layers._highway import LEARNED_BRANCHES
+from layers.variants import LEARNED_BRANCHES
 from zoo.char_lm import END, EOS, EOS_CHAR, UNK, UNK_CHAR
 from zoo.files import atomic_path, jsonable, write_text
 
