@@ -20,7 +20,16 @@ of ResNet's CIFAR nets (every other pixel, channels zero-padded: option A).
 
 from __future__ import annotations
 
-from zoo.heads import check_input_shape, classifier, feature_info, features, image_input
+import math
+
+from zoo.heads import (
+    check_input_shape,
+    classifier,
+    feature_info,
+    features,
+    image_input,
+    stage_info,
+)
 from zoo.registry import register, register_family
 
 # Keras is imported inside the builders, not here: the registry (the
@@ -89,16 +98,38 @@ def _stage_widths(width_multiplier):
     return [int(w * width_multiplier) for w in _WIDTHS]  # the reference code truncates
 
 
-def _bn_cifar_features(args):
-    size = [None if d is None else -(-d // 4) for d in args["input_shape"][:2]]
+def _stage_end(s: int, args) -> str:
     # A highway block is one layer (stage3_block18); a residual one ends in a ReLU (..._out).
-    last = f"stage3_block{args['blocks_per_stage']}"
-    last += "" if args["variant"] == "highway" else "_out"
-    return feature_info(last, (*size, _stage_widths(args["width_multiplier"])[-1]), True)
+    last = f"stage{s}_block{args['blocks_per_stage']}"
+    return last + ("" if args["variant"] == "highway" else "_out")
+
+
+def _stride(s: int) -> int:
+    """Stage `s`'s stride, 1, 2, 4: the product of the first blocks' strides so far."""
+    return math.prod(_STRIDES[:s])
+
+
+def _size(args, stride: int):
+    return [None if d is None else -(-d // stride) for d in args["input_shape"][:2]]
+
+
+def _bn_cifar_features(args):
+    last = len(_STRIDES)
+    return feature_info(_stage_end(last, args), (*_size(args, _stride(last)),
+                                                 _stage_widths(args["width_multiplier"])[-1]),
+                        True)
+
+
+def _bn_cifar_stages(args):
+    """Each stage's last block: stages 2 and 3 down-sample in their first block's strided
+    convs, so stages 1 and 2 end before a down-sampling; stage 3 is the body's output."""
+    return [stage_info(_stage_end(s, args), (*_size(args, _stride(s)), width), _stride(s))
+            for s, width in enumerate(_stage_widths(args["width_multiplier"]), start=1)]
 
 
 @register_family("bn_cifar", ("variant", "blocks_per_stage", "width_multiplier", "shortcut",
-                              "gate_beta", "input_shape"), features=_bn_cifar_features)
+                              "gate_beta", "input_shape"), features=_bn_cifar_features,
+                 stages=_bn_cifar_stages)
 def bn_cifar(
     *, input_shape, preprocessing, variant, blocks_per_stage, width_multiplier, shortcut,
     gate_beta, classes, classifier_activation="softmax", include_top=True, pooling=None,

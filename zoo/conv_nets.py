@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import itertools
 
-from zoo.heads import check_input_shape, classifier, feature_info, features, image_input
+from zoo.heads import (
+    check_input_shape,
+    classifier,
+    feature_info,
+    features,
+    image_input,
+    stage_info,
+)
 from zoo.registry import register, register_family
 
 # Keras and the layers are imported inside the builders, not here: the registry (the
@@ -88,8 +95,20 @@ def _mnist_features(args):
     return feature_info(f"stage{len(_MNIST_STAGES)}_dropout", (h, w, args["width"]), True)
 
 
+def _mnist_stages(args):
+    """Each stage's last highway conv, before its pool (strides 1, 2, 4: the stem's 5x5 conv
+    is unpadded, not strided), then the body's output after the last pool (stride 8)."""
+    size = [None if d is None else d - _MNIST_STEM + 1 for d in args["input_shape"][:2]]
+    stages = []
+    for s, (n, _) in enumerate(_MNIST_STAGES, start=1):
+        stages.append(stage_info(f"stage{s}_highway{n}", (*size, args["width"]), 2 ** (s - 1)))
+        size = [_half(d) for d in size]
+    last = _mnist_features(args)
+    return stages + [stage_info(last["layer"], last["shape"], 2 ** len(_MNIST_STAGES))]
+
+
 @register_family("highway_conv_mnist", ("width", "input_shape", "dropout") + _CONV_OVERRIDES,
-                 features=_mnist_features)
+                 features=_mnist_features, stages=_mnist_stages)
 def highway_conv_mnist(
     *,
     input_shape,
@@ -140,22 +159,39 @@ def highway_conv_mnist(
     return inputs, classifier(x, classes, classifier_activation, init)
 
 
+def _cifar_stage_end(s: int, highway: int) -> str:
+    """The last layer of stage `s`: its last highway conv, or its plain conv if it has none."""
+    return f"stage{s}_highway{highway}" if highway else f"stage{s}_conv"
+
+
+def _cifar_size(args, pools: int):
+    """The 2x2/2 pools between stages halve the size, rounding down."""
+    return [None if d is None else d // 2**pools for d in args["input_shape"][:2]]
+
+
 def _cifar_features(args):
-    """The last stage's output (Table 2 head), or the 1x1 head conv's (Table 3 head): the
-    2x2/2 pools between stages halve the size, rounding down."""
-    h, w, _ = args["input_shape"]
-    pools = len(args["stage_widths"]) - 1
-    h, w = (None if d is None else d // 2**pools for d in (h, w))
+    """The last stage's output (Table 2 head), or the 1x1 head conv's (Table 3 head)."""
+    stages = len(args["stage_widths"])
+    h, w = _cifar_size(args, stages - 1)
     if args["head"] == "conv1x1_gap":
         return feature_info("head_conv", (h, w, args["head_width"]), True)
-    stages, n = len(args["stage_widths"]), args["highway_per_stage"][-1]
-    last = f"stage{stages}_highway{n}" if n else f"stage{stages}_conv"
+    last = _cifar_stage_end(stages, args["highway_per_stage"][-1])
     return feature_info(last, (h, w, args["stage_widths"][-1]), True)
+
+
+def _cifar_stages(args):
+    """Each stage but the last, before its pool (strides 1, 2, ...), then the body's output:
+    the last stage's, or the 1x1 head conv's at the same stride."""
+    widths, highway = args["stage_widths"], args["highway_per_stage"]
+    stages = [stage_info(_cifar_stage_end(s, n), (*_cifar_size(args, s - 1), width), 2 ** (s - 1))
+              for s, (width, n) in enumerate(zip(widths[:-1], highway[:-1]), start=1)]
+    last = _cifar_features(args)
+    return stages + [stage_info(last["layer"], last["shape"], 2 ** (len(widths) - 1))]
 
 
 @register_family(
     "highway_cifar", ("stage_widths", "highway_per_stage", "input_shape") + _CONV_OVERRIDES,
-    features=_cifar_features,
+    features=_cifar_features, stages=_cifar_stages,
 )
 def highway_cifar(
     *,

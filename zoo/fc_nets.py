@@ -8,7 +8,7 @@ which the paper does not count: "depth 10" is 1 plain + 9 highway layers.
 
 from __future__ import annotations
 
-from zoo.heads import classifier, feature_info, features, image_input
+from zoo.heads import classifier, feature_info, features, image_input, stage_info
 from zoo.registry import register, register_family
 
 # Keras and the layers are imported inside the builders, not here: the registry (the
@@ -65,8 +65,28 @@ def _plain_features(args):
     return feature_info(f"plain_{args['depth'] - 1}", (args["width"],), poolable=False)
 
 
+def _hidden_stages(args, prefix: str):
+    """An FC net's stages: the plain stem layer and every hidden layer, by name (no stride).
+    `stacked=True` holds the highway layers in one layer, which gives only the last one's
+    output: its stages are the stem and that output (named as in the per-layer form)."""
+    last = f"{prefix}_{args['depth'] - 1}"
+    if args.get("stacked"):
+        hidden = [stage_info("highway_stack", (args["width"],), name=last)]
+    else:
+        hidden = [stage_info(f"{prefix}_{i}", (args["width"],)) for i in range(1, args["depth"])]
+    return [stage_info("stem_dense", (args["width"],)), *hidden]
+
+
+def _highway_stages(args):
+    return _hidden_stages(args, "highway")
+
+
+def _plain_stages(args):
+    return _hidden_stages(args, "plain")
+
+
 @register_family("highway_fc", FC_OVERRIDES + ("transform_bias", "variant", "stacked"),
-                 features=_highway_features)
+                 features=_highway_features, stages=_highway_stages)
 def highway_fc(
     *, input_shape, preprocessing, depth, width, activation, transform_bias, variant,
     kernel_initializer, classes, classifier_activation="softmax", stacked=False,
@@ -95,7 +115,7 @@ def highway_fc(
                    classes, classifier_activation, include_top, pooling, hidden_layer=highway)
 
 
-@register_family("plain_fc", FC_OVERRIDES, features=_plain_features)
+@register_family("plain_fc", FC_OVERRIDES, features=_plain_features, stages=_plain_stages)
 def plain_fc(
     *, input_shape, preprocessing, depth, width, activation, kernel_initializer, classes,
     classifier_activation="softmax", include_top=True, pooling=None,

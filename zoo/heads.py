@@ -97,6 +97,20 @@ def feature_info(layer: str, shape, poolable: bool) -> dict:
     }
 
 
+def stage_info(layer: str, shape, stride: int | None = None, name: str | None = None) -> dict:
+    """One entry of `describe(name)["feature_stages"]`: the output of `layer`, of `shape`
+    per example, at `stride` (the input's height and width over the stage's).
+
+    A conv net's stage is named after keras-hub's pyramid levels, `"P{log2(stride)}"`
+    (`"P3"`: 1/8 of the input's height and width), so code written for a keras-hub
+    backbone's `pyramid_outputs` reads these; an FC net's (no stride) after its layer.
+    """
+    shape = [None if d is None else int(d) for d in shape]
+    if name is None:
+        name = layer if stride is None else f"P{stride.bit_length() - 1}"
+    return {"name": name, "layer": layer, "stride": stride, "shape": shape}
+
+
 def check_input_shape(input_shape, min_size: int):
     """`input_shape` as a tuple (height, width, channels), checked; None sizes allowed."""
     shape = tuple(input_shape) if isinstance(input_shape, (list, tuple)) else None

@@ -27,7 +27,14 @@ whole channels), which brings both highway nets within 1% of ResNet-50's 25,636,
 
 from __future__ import annotations
 
-from zoo.heads import check_input_shape, classifier, feature_info, features, image_input
+from zoo.heads import (
+    check_input_shape,
+    classifier,
+    feature_info,
+    features,
+    image_input,
+    stage_info,
+)
 from zoo.registry import register, register_family
 
 # Keras is imported inside the builders, not here: the registry (the
@@ -81,22 +88,37 @@ def _highway_block(x, width, stride, name, variant, transform_bias, first):
     )(x)
 
 
-def _imagenet_features(args):
+def _size(args, stride: int):
     """conv1 (7x7/2, pad 3), the max pool (3x3/2, pad 1) and three strided stages each take
-    a size d to ceil(d / 2): 224 -> 7."""
-    size = list(args["input_shape"][:2])
-    for _ in range(5):
-        size = [None if d is None else -(-d // 2) for d in size]
+    a size d to ceil(d / 2): 224 -> 7 at stride 32."""
+    return [None if d is None else -(-d // stride) for d in args["input_shape"][:2]]
+
+
+def _stage_end(s: int, args) -> str:
     # A highway block is one layer (conv5_block3); a residual one ends in a ReLU (..._out).
-    last = f"conv5_block{args['stage_blocks'][-1]}"
-    last += "_out" if args["variant"] == "residual" else ""
-    return feature_info(last, (*size, _EXPANSION * _widths(args["width_multiplier"])[-1]), True)
+    last = f"conv{s}_block{args['stage_blocks'][s - 2]}"
+    return last + ("_out" if args["variant"] == "residual" else "")
+
+
+def _imagenet_features(args):
+    width = _EXPANSION * _widths(args["width_multiplier"])[-1]
+    return feature_info(_stage_end(5, args), (*_size(args, 32), width), True)
+
+
+def _imagenet_stages(args):
+    """conv1's ReLU before the max pool (stride 2), then each stage's last block (strides 4
+    to 32): keras-hub's P1 to P5 (its ResNet backbone gives P2 to P5; timm adds conv1's)."""
+    stages = [stage_info("conv1_relu", (*_size(args, 2), 64), 2)]
+    for s, width in enumerate(_widths(args["width_multiplier"]), start=2):
+        stages.append(stage_info(_stage_end(s, args), (*_size(args, 2**s), _EXPANSION * width),
+                                 2**s))
+    return stages
 
 
 @register_family("bottleneck_imagenet",
                  ("variant", "transform_bias", "width_multiplier", "stage_blocks",
                   "input_shape"),
-                 features=_imagenet_features)
+                 features=_imagenet_features, stages=_imagenet_stages)
 def bottleneck_imagenet(
     *, input_shape, variant, transform_bias, width_multiplier, stage_blocks, classes,
     classifier_activation="softmax", include_top=True, pooling=None,

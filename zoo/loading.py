@@ -9,7 +9,10 @@ hash-checked, then read layer by layer and copied into the requested network by 
   differs from the source's (`classes=N`, a source saved with `include_top=False`), and are
   left out with `include_top=False`; the model says so once, in a warning;
 - anything else that does not match (another depth, width or variant) is refused, naming the
-  layer and both shapes, before a single weight is assigned: nothing is loaded half-way.
+  layer and both shapes, before a single weight is assigned: nothing is loaded half-way;
+- a model of `feature_stages`, which holds the body up to its deepest stage, takes its
+  weights from the whole body loaded with these checks (a source saved from the same
+  feature model loads into it directly).
 
 Keras's own `load_weights` is not used for this: it fills a shallower net from a deeper file
 without a word and leaves a net half-loaded when a shape differs. The file is read with h5py
@@ -92,12 +95,21 @@ def load(
             and for every family `include_top`, `pooling`, `classes`,
             `classifier_activation` as in keras.applications. `classes=N` or
             `include_top=False` with weights loads every body weight and starts the
-            classifier afresh (fine-tuning).
+            classifier afresh (fine-tuning). With `include_top=False`, `feature_stages="all"`
+            or a list of stage names (`describe(name)["feature_stages"]`) returns one
+            feature per stage instead of the last: for a conv net the output before each
+            down-sampling and the body's last, keyed by keras-hub's pyramid levels
+            (`"P2"`: stride 4); for an FC net hidden layers by name. The name is timm's
+            idea (`features_only`, `out_indices`) in keras.applications' style, a load
+            argument; the keys are keras-hub's, because a detection or segmentation head
+            written for a keras-hub backbone reads `{"P2": ..., "P3": ...}`.
 
     Returns:
         A `keras.Model` taking raw pixel values 0-255 of shape `input_shape`, with its
         metadata in `model.metadata`: class probabilities, or with `include_top=False` the
-        body's features (`describe(name)["features"]`).
+        body's features (`describe(name)["features"]`), or with `feature_stages` a dict
+        {stage name: features} (`model.metadata["feature_stages"]` gives each one's layer,
+        stride and shape).
     """
     if is_preset(name):
         if weights is not None:
@@ -297,6 +309,9 @@ def load_into(model: HighwayZooModel, source: WeightsSource, user_overrides=None
     """Copies the weights of `source` into `model`, converting stacked and per-layer forms;
     the top starts afresh where it differs from the source's. Checks every layer first."""
     user_overrides = dict(user_overrides or {})
+    if model.overrides.get("feature_stages") is not None and not _saved_from(source, model):
+        _load_through_body(model, source, user_overrides)
+        return
     source_model = _source_model(source, model, user_overrides)
     arrays = read_layer_weights(source.path, source_model)
     target_args = registry.get(model.architecture).resolve(model.overrides)
@@ -344,6 +359,24 @@ def load_into(model: HighwayZooModel, source: WeightsSource, user_overrides=None
             f"{_describe(model)}: loaded every body weight from {source.label}; "
             f"{'; '.join(fresh)}. Train it before use.", UserWarning, stacklevel=3,
         )
+
+
+def _saved_from(source: WeightsSource, model: HighwayZooModel) -> bool:
+    return source.architecture == model.architecture and source.overrides == model.overrides
+
+
+def _load_through_body(model: HighwayZooModel, source: WeightsSource, user_overrides) -> None:
+    """Loads a feature model's weights from the whole body's: a feature model lacks the layers
+    after its deepest stage, so the source's would be refused as layers it does not have, and
+    a source of another depth could not be told from one cut at that stage."""
+    def body_of(overrides):
+        return {k: v for k, v in overrides.items() if k != "feature_stages"}
+
+    body = HighwayZooModel(model.architecture, body_of(model.overrides))
+    load_into(body, source, body_of(user_overrides))
+    for layer in model.layers:
+        if layer.weights:
+            layer.set_weights(body.get_layer(layer.name).get_weights())
 
 
 def _in_top(name: str, model) -> bool:

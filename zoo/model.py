@@ -32,6 +32,14 @@ def recursion_headroom(depth: int) -> Iterator[None]:
         sys.setrecursionlimit(old)
 
 
+def _stage_outputs(inputs, body, stages: list[dict[str, Any]]) -> dict[str, Any]:
+    """{stage name: its layer's output} in the graph from `inputs` to `body`. The model made
+    of them holds the layers up to the deepest stage only (Keras keeps what the outputs
+    need), as timm's `features_only` nets end at their last `out_indices`."""
+    graph = keras.Model(inputs, body)  # only to find the layers by name
+    return {stage["name"]: graph.get_layer(stage["layer"]).output for stage in stages}
+
+
 @keras.saving.register_keras_serializable(package="highway_zoo")
 class HighwayZooModel(keras.Model):
     """A registered highway architecture, built with optional overrides.
@@ -51,8 +59,14 @@ class HighwayZooModel(keras.Model):
         arch = registry.get(architecture)
         args = arch.resolve(overrides)
         kwargs.setdefault("name", architecture)
+        # feature_stages is the model's business, not the builder's: it picks tensors out of
+        # the body the builder makes with include_top=False.
+        args.pop("feature_stages", None)
         with recursion_headroom(args.get("depth", 0)):
             inputs, outputs = arch.family.builder(**args)
+            stages = arch.feature_stages(overrides)
+            if stages is not None:
+                outputs = _stage_outputs(inputs, outputs, stages)
             super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.architecture = architecture
         self.overrides = dict(overrides or {})
@@ -65,6 +79,9 @@ class HighwayZooModel(keras.Model):
         args = arch.resolve(self.overrides)
         meta = {**arch.metadata, "architecture_args": args,
                 "features": arch.features(self.overrides)}
+        stages = arch.feature_stages(self.overrides)
+        if stages is not None:
+            meta["feature_stages"] = stages
         if self.overrides:
             meta["overrides"] = dict(self.overrides)
             meta["params"] = self.count_params()

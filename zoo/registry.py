@@ -32,8 +32,9 @@ PROVENANCE = {
 
 
 # Overrides about the classifier on top (keras.applications' vocabulary), which every family
-# takes: `include_top=False` returns the body's features, optionally `pooling`-ed.
-TOP_OVERRIDES = ("include_top", "pooling", "classes", "classifier_activation")
+# takes: `include_top=False` returns the body's features, optionally `pooling`-ed, or with
+# `feature_stages` one feature map per stage.
+TOP_OVERRIDES = ("include_top", "pooling", "classes", "classifier_activation", "feature_stages")
 POOLINGS = (None, "avg", "max")
 
 
@@ -43,13 +44,16 @@ class Family:
 
     `features(args)` gives the shape of the body's output (what `include_top=False` returns
     with `pooling=None`) from the builder arguments, and whether it is a feature map that
-    `pooling` can pool; it is arithmetic, so `describe` needs no model built.
+    `pooling` can pool; `stages(args)` lists the features `feature_stages` can return
+    (`zoo.heads.stage_info`), None for a family without; both are arithmetic, so
+    `describe` needs no model built.
     """
 
     name: str
     builder: Callable[..., tuple[Any, Any]]
     overridable: tuple[str, ...]
     features: Callable[[dict[str, Any]], dict[str, Any]]
+    stages: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +82,68 @@ class Architecture:
         """What `include_top=False` returns: the body's output layer and shapes."""
         return self.family.features(self.resolve(overrides))
 
+    def stages(self, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]] | None:
+        """Every feature stage of the network `overrides` build, shallow to deep; None for a
+        family without stages."""
+        if self.family.stages is None:
+            return None
+        return self.family.stages(self.resolve(overrides))
+
+    def feature_stages(self, overrides: dict[str, Any] | None = None
+                       ) -> list[dict[str, Any]] | None:
+        """The stages the `feature_stages` override selects, shallow to deep; None without it.
+
+        A conv net's stages are the outputs before each spatial down-sampling (a pool or a
+        strided conv) and the body's last output, keyed by keras-hub's pyramid levels
+        (`"P0"` .. `"P5"`, the number log2 of the stride), as keras-hub's `pyramid_outputs`;
+        their layers, strides and shapes are listed as timm's `feature_info`. An FC net's are
+        its hidden layers, by name. An unknown name is refused, listing the stages there are.
+        """
+        requested = (overrides or {}).get("feature_stages")
+        if requested is None:
+            return None
+        available = self.stages(overrides)
+        if available is None:
+            raise ValueError(
+                f"{self.name} (family {self.family.name!r}) has no feature stages: "
+                "include_top=False returns its only features. Leave feature_stages out."
+            )
+        if requested == "all":
+            return available
+        names = [stage["name"] for stage in available]
+        unknown = [n for n in requested if n not in names]
+        if unknown:
+            raise ValueError(
+                f"{self.name} has no feature stage {', '.join(repr(n) for n in unknown)}"
+                f"{self._stacked_hint(unknown, overrides)}. Its stages: "
+                f"{_stage_list(available)}. Pass feature_stages='all' or a list of these "
+                "names (describe(name)['feature_stages'])."
+            )
+        return [stage for stage in available if stage["name"] in requested]
+
+    def _stacked_hint(self, unknown: list[str], overrides: dict[str, Any]) -> str:
+        """Why a stacked FC net lacks a hidden layer the per-layer form has."""
+        if not overrides.get("stacked"):
+            return ""
+        per_layer = {stage["name"] for stage in self.stages({**overrides, "stacked": False})}
+        if not set(unknown) <= per_layer:
+            return ""
+        return (" (stacked=True holds the highway layers in one layer, highway_stack, which "
+                "gives only the last one's output; stacked=False, into which every weights "
+                "source loads, has them all)")
+
+
+def _stage_list(stages: list[dict[str, Any]]) -> str:
+    """'P0 (stride 1, (32, 32, 16)), ...': the stages, the middle elided past eight."""
+    def one(stage):
+        where = f"stride {stage['stride']}, " if stage["stride"] is not None else ""
+        shape = ", ".join("None" if d is None else str(d) for d in stage["shape"])
+        return f"{stage['name']} ({where}({shape}{',' if len(stage['shape']) == 1 else ''}))"
+
+    if len(stages) > 8:
+        return ", ".join([*map(one, stages[:3]), "...", *map(one, stages[-2:])])
+    return ", ".join(map(one, stages))
+
 
 def _check_top(name: str, overrides: dict[str, Any]) -> None:
     """Refuses top-related overrides that contradict each other (keras.applications' rules)."""
@@ -91,6 +157,14 @@ def _check_top(name: str, overrides: dict[str, Any]) -> None:
         raise ValueError(
             f"pooling must be None, 'avg' or 'max'. Received: pooling={pooling!r}"
         )
+    stages = overrides.get("feature_stages")
+    if stages is not None and not (stages == "all" or (
+            isinstance(stages, (list, tuple)) and stages
+            and all(isinstance(s, str) for s in stages))):
+        raise ValueError(
+            "feature_stages must be 'all' or a list of stage names "
+            f"(describe({name!r})['feature_stages']). Received: feature_stages={stages!r}"
+        )
     if include_top:
         if pooling is not None:
             raise ValueError(
@@ -98,7 +172,17 @@ def _check_top(name: str, overrides: dict[str, Any]) -> None:
                 "classifier on top the network pools as the paper does. Pass "
                 f"zoo.load({name!r}, include_top=False, pooling={pooling!r})."
             )
+        if stages is not None:
+            raise ValueError(
+                "feature_stages returns the body's stages, which replace the classifier. "
+                f"Pass zoo.load({name!r}, include_top=False, feature_stages={stages!r})."
+            )
         return
+    if stages is not None and pooling is not None:
+        raise ValueError(
+            f"pooling={pooling!r} pools the body's last feature map; feature_stages returns "
+            "one per stage. Leave pooling=None and pool the stages your head needs."
+        )
     head_args = sorted({"classes", "classifier_activation"} & set(overrides))
     if head_args:
         raise ValueError(
@@ -112,15 +196,16 @@ _FAMILIES: dict[str, Family] = {}
 _ARCHITECTURES: dict[str, Architecture] = {}
 
 
-def register_family(name: str, overridable: tuple[str, ...], features):
+def register_family(name: str, overridable: tuple[str, ...], features, stages=None):
     """Decorator: registers a builder ``f(**args) -> (inputs, outputs)``.
 
-    Every family also takes `TOP_OVERRIDES`; `features(args)` describes its body's output.
+    Every family also takes `TOP_OVERRIDES`; `features(args)` describes its body's output,
+    `stages(args)` its feature stages (see `Family`).
     """
 
     def decorator(builder):
         allowed = tuple(dict.fromkeys((*overridable, *TOP_OVERRIDES)))
-        _FAMILIES[name] = Family(name, builder, allowed, features)
+        _FAMILIES[name] = Family(name, builder, allowed, features, stages)
         return builder
 
     return decorator
@@ -190,7 +275,8 @@ def list_models(pattern: str = "*", pretrained: bool = False) -> list[str]:
 
 
 def describe(name: str) -> dict[str, Any]:
-    """The metadata of architecture `name`, with its builder arguments and its features."""
+    """The metadata of architecture `name`, with its builder arguments, its features and
+    its feature stages (None for a family without)."""
     from zoo import pretrained
 
     arch = get(name)
@@ -200,4 +286,5 @@ def describe(name: str) -> dict[str, Any]:
         "architecture_args": dict(arch.args),
         "overridable": list(arch.family.overridable),
         "features": arch.features(),
+        "feature_stages": arch.stages(),
     }
