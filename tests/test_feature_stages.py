@@ -155,6 +155,8 @@ def test_a_saved_feature_model_loads_back_as_itself(conv_sources, tmp_path):
     name, _, _ = conv_sources
     model = zoo.load(name, weights="default", include_top=False, feature_stages=["P1"])
     zoo.save(model, tmp_path / "p1")
+    card = (tmp_path / "p1" / "README.md").read_text(encoding="utf-8")
+    assert "Output: a dict of one feature per stage (`P1` (12, 12, 16);" in card
     again = zoo.load(tmp_path / "p1")
     assert again.overrides["feature_stages"] == ["P1"]
     x = raw_pixels((28, 28, 1))
@@ -215,7 +217,7 @@ def test_a_source_of_another_depth_is_refused_even_for_a_shallow_stage():
     ("highway_a_cifar10", {"pooling": "avg"}, "Leave pooling=None"),
     ("highway_a_cifar10", {"feature_stages": "P1"}, "must be 'all' or a list of stage names"),
     ("highway_a_cifar10", {"feature_stages": []}, "must be 'all' or a list of stage names"),
-    ("lstm_char_small_ptb", {}, r"\(family 'char_lm'\) has no feature stages"),
+    ("lstm_char_small_ptb", {}, r"\(family 'char_lm'\) has no override 'feature_stages'"),
 ])
 def test_a_stage_that_does_not_exist_or_a_contradiction_gets_one_clear_line(
         name, overrides, message):

@@ -102,12 +102,7 @@ class Architecture:
         requested = (overrides or {}).get("feature_stages")
         if requested is None:
             return None
-        available = self.stages(overrides)
-        if available is None:
-            raise ValueError(
-                f"{self.name} (family {self.family.name!r}) has no feature stages: "
-                "include_top=False returns its only features. Leave feature_stages out."
-            )
+        available = self.stages(overrides)  # a family without stages refused the override
         if requested == "all":
             return available
         names = [stage["name"] for stage in available]
@@ -199,12 +194,14 @@ _ARCHITECTURES: dict[str, Architecture] = {}
 def register_family(name: str, overridable: tuple[str, ...], features, stages=None):
     """Decorator: registers a builder ``f(**args) -> (inputs, outputs)``.
 
-    Every family also takes `TOP_OVERRIDES`; `features(args)` describes its body's output,
-    `stages(args)` its feature stages (see `Family`).
+    Every family also takes `TOP_OVERRIDES` (`feature_stages` where it has `stages`);
+    `features(args)` describes its body's output, `stages(args)` its feature stages (see
+    `Family`).
     """
 
     def decorator(builder):
-        allowed = tuple(dict.fromkeys((*overridable, *TOP_OVERRIDES)))
+        top = [k for k in TOP_OVERRIDES if stages is not None or k != "feature_stages"]
+        allowed = tuple(dict.fromkeys((*overridable, *top)))
         _FAMILIES[name] = Family(name, builder, allowed, features, stages)
         return builder
 
