@@ -20,7 +20,7 @@ _SHOWN = {
     "name", "family", "input_shape", "classes", "description", "paper", "params",
     "paper_params", "paper_metric", "default_transform_bias", "preprocessing", "provenance",
     "reconstructed", "provenance_meaning", "dataset", "recipe", "recipe_settings", "pretrained",
-    "architecture_args", "overridable", "features",
+    "architecture_args", "overridable", "features", "feature_stages",
 }
 
 # BibTeX of the papers the registry cites, by the author and year its `paper` field starts with.
@@ -113,6 +113,20 @@ def _code(text: str) -> str:
     return f"`{text}`"
 
 
+def stages_table(stages: list[dict[str, Any]]) -> str:
+    """`describe(name)["feature_stages"]` as a table, the middle elided past eight rows (an
+    FC net's hidden layers, alike but for their names)."""
+    def row(stage):
+        stride = "-" if stage.get("stride") is None else str(stage["stride"])
+        return (f"| `{stage['name']}` | `{stage['layer']}` | {stride} | "
+                f"`{shape(stage.get('shape'))}` |")
+
+    rows = [row(stage) for stage in stages]
+    if len(rows) > 8:
+        rows = [*rows[:3], f"| ... | {len(rows) - 5} more | | |", *rows[-2:]]
+    return "\n".join(["| stage | layer | stride | shape |", "| --- | --- | ---: | --- |", *rows])
+
+
 def model_card(meta: dict[str, Any]) -> str:
     """A model's page, from `zoo.describe(name)`."""
     name = meta["name"]
@@ -139,6 +153,13 @@ def model_card(meta: dict[str, Any]) -> str:
     ]), ""]
     if features.get("description"):
         out += [features["description"], ""]
+    stages = meta.get("feature_stages")
+    if stages:
+        out += ["Feature stages (`include_top=False, feature_stages=\"all\"` or a list of "
+                "names): a dict of one output per stage"
+                + (", named by keras-hub's pyramid levels (`P` and log2 of the stride)."
+                   if stages[0].get("stride") is not None else ", named by layer."),
+                "", stages_table(stages), ""]
 
     out += ["## Where it comes from", "", f"**Paper:** {paper or '-'}", ""]
     if meta.get("provenance"):
@@ -202,6 +223,9 @@ def model_card(meta: dict[str, Any]) -> str:
         if "include_top" in top:
             pooling = ', pooling="avg"' if features.get("pooled_shape") is not None else ""
             out += [f'features = zoo.load("{name}"{weights}, include_top=False{pooling})']
+        if stages:
+            out += [f'stages = zoo.load("{name}"{weights}, include_top=False, '
+                    'feature_stages="all")']
         out += ["```", ""]
     if overridable:
         out += ["Arguments it takes: " + ", ".join(f"`{k}`" for k in overridable) +

@@ -38,6 +38,21 @@ def test_every_registered_model_has_a_card_with_its_numbers(name):
         assert "ships without weights" in card
 
 
+@pytest.mark.parametrize("name", ["highway_a_cifar10", "resnet50_imagenet",
+                                  "highway_fc100_mnist"])
+def test_the_card_tables_the_feature_stages(name):
+    stages = zoo.describe(name)["feature_stages"]
+    card = site_pages.model_card(zoo.describe(name))
+    assert 'feature_stages="all")' in card
+    shown = stages if len(stages) <= 8 else stages[:3] + stages[-2:]
+    for stage in shown:
+        stride = "-" if stage["stride"] is None else stage["stride"]
+        assert (f"| `{stage['name']}` | `{stage['layer']}` | {stride} | "
+                f"`{site_pages.shape(stage['shape'])}` |") in card, stage
+    if len(stages) > 8:
+        assert f"| ... | {len(stages) - 5} more |" in card
+
+
 SMALL = [n for n in NAMES if zoo.describe(n)["params"] < 300_000]
 
 

@@ -168,11 +168,20 @@ def _image_use(record: dict[str, Any], directory: Path) -> list[str]:
         "",
         f"Input: raw pixel values 0-255, shape {tuple(meta.get('input_shape', ()))} "
         f"({meta.get('preprocessing', 'preprocessing inside the model')}). "
-        + ("Output: class probabilities over "
-           f"{meta.get('classes')} classes (layer `predictions`)."
-           if overrides.get("include_top", True)
-           else f"Output: the body's features, {meta.get('features', {}).get('description', '')}"),
+        + _image_output(meta, overrides),
     ]
+
+
+def _image_output(meta: dict[str, Any], overrides: dict[str, Any]) -> str:
+    if overrides.get("include_top", True):
+        return (f"Output: class probabilities over {meta.get('classes')} classes "
+                "(layer `predictions`).")
+    stages = meta.get("feature_stages")
+    if stages:
+        listed = ", ".join(f"`{s['name']}` {tuple(s['shape'])}" for s in stages)
+        return (f"Output: a dict of one feature per stage ({listed}; `feature_stages` in "
+                "`model.json`'s metadata gives each one's layer and stride).")
+    return f"Output: the body's features, {meta.get('features', {}).get('description', '')}"
 
 
 def _language_model_use(record: dict[str, Any], directory: Path) -> list[str]:
