@@ -1,11 +1,13 @@
-"""What both exporters build on: the SavedModel export (zoo/serving/saved_model.py) and the
-TFLite one (zoo/serving/tflite.py, converted from that SavedModel). The signatures and their
-archive, and how a version is written into an export directory (hidden temporaries, a writable
-base)."""
+"""What the exporters build on: the SavedModel export (zoo/serving/saved_model.py), the
+TFLite one (zoo/serving/tflite.py, converted from that SavedModel) and the ONNX one
+(zoo/serving/onnx.py). The signatures and their archive, and how a version is written into an
+export directory (hidden temporaries, a writable base, numbered files never overwritten)."""
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 
@@ -142,4 +144,62 @@ def writable_dir(path: Path) -> None:
         raise PermissionError(
             f"Cannot write to {path}: permission denied. Pass a base_dir (--base-dir) you can "
             "write to, or make it writable."
+        )
+
+
+def numbered_files(model_dir: str | os.PathLike, suffix: str) -> list[int]:
+    """The numbers of the `<version><suffix>` files in `model_dir`, sorted."""
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        return []
+    pattern = re.compile(r"([0-9]+)" + re.escape(suffix))
+    return sorted(int(m.group(1)) for p in model_dir.iterdir()
+                  if (m := pattern.fullmatch(p.name)))
+
+
+def write_numbered_file(model_dir: Path, version: int | None, name: str, suffix: str,
+                        kind: str, content: Callable[[], bytes]) -> Path:
+    """Writes `content()` as `model_dir/<version><suffix>` (the next free number if None) and
+    returns the path: refused before `content` is called if that version exists; written to a
+    hidden temporary file, then linked into place, so that a reader never sees half a file and
+    an existing file is never overwritten. `kind` names the format in errors ("TFLite")."""
+    writable_dir(model_dir)
+    if version is not None:
+        _refuse_existing_file(model_dir / f"{version}{suffix}", name, suffix, kind)
+    data = content()
+    tmp = model_dir / f"{TMP_PREFIX}{name}-{secrets.token_hex(4)}{suffix}"
+    try:
+        try:
+            with open(tmp, "xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as err:
+            if err.filename is not None:
+                raise
+            # A failed write names no file: name the directory (the temporary file goes).
+            raise OSError(err.errno, err.strerror, str(model_dir)) from err
+        while True:
+            number = version if version is not None else max(
+                numbered_files(model_dir, suffix), default=0) + 1
+            target = model_dir / f"{number}{suffix}"
+            _refuse_existing_file(target, name, suffix, kind)
+            try:
+                os.link(tmp, target)  # unlike a rename, fails on an existing file: no overwrite
+                return target
+            except FileExistsError:
+                if version is not None:
+                    _refuse_existing_file(target, name, suffix, kind)
+                # Another export took this number between the check and the link: take the next.
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _refuse_existing_file(target: Path, name: str, suffix: str, kind: str) -> None:
+    if target.exists():
+        have = numbered_files(target.parent, suffix)
+        raise FileExistsError(
+            f"{target} already exists; exported {kind} files are never overwritten. Existing "
+            f"{kind} versions of {name!r}: {have}. Omit the version to take the next free one "
+            f"({max(have, default=0) + 1}), or delete {target} first."
         )

@@ -25,8 +25,6 @@ a reader never sees half a file and an existing file is never overwritten.
 from __future__ import annotations
 
 import os
-import re
-import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,6 @@ from typing import Any
 import numpy as np
 
 SUFFIX = ".tflite"
-_FILE = re.compile(r"([0-9]+)\.tflite")
 
 
 def convert(model) -> bytes:
@@ -54,50 +51,17 @@ def convert(model) -> bytes:
 
 def versions(model_dir: str | os.PathLike) -> list[int]:
     """The numbers of the `<version>.tflite` files in `model_dir`, sorted."""
-    model_dir = Path(model_dir)
-    if not model_dir.is_dir():
-        return []
-    return sorted(int(m.group(1)) for p in model_dir.iterdir() if (m := _FILE.fullmatch(p.name)))
+    from zoo.serving.signatures import numbered_files
+
+    return numbered_files(model_dir, SUFFIX)
 
 
 def export(model, model_dir: Path, version: int | None, name: str) -> Path:
     """Writes `model` as `model_dir/<version>.tflite` (the next free number if None); called by
     `zoo.export(..., format="tflite")`, which checks the arguments."""
-    from zoo.serving.signatures import TMP_PREFIX, writable_dir
+    from zoo.serving.signatures import write_numbered_file
 
-    writable_dir(model_dir)
-    if version is not None:
-        _refuse_existing(model_dir / f"{version}{SUFFIX}", name)
-    flatbuffer = convert(model)
-    tmp = model_dir / f"{TMP_PREFIX}{name}-{secrets.token_hex(4)}{SUFFIX}"
-    try:
-        with open(tmp, "xb") as f:
-            f.write(flatbuffer)
-            f.flush()
-            os.fsync(f.fileno())
-        while True:
-            number = version if version is not None else max(versions(model_dir), default=0) + 1
-            target = model_dir / f"{number}{SUFFIX}"
-            _refuse_existing(target, name)
-            try:
-                os.link(tmp, target)  # unlike a rename, fails on an existing file: no overwrite
-                return target
-            except FileExistsError:
-                if version is not None:
-                    _refuse_existing(target, name)
-                # Another export took this number between the check and the link: take the next.
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _refuse_existing(target: Path, name: str) -> None:
-    if target.exists():
-        have = versions(target.parent)
-        raise FileExistsError(
-            f"{target} already exists; exported TFLite files are never overwritten. Existing "
-            f"TFLite versions of {name!r}: {have}. Omit the version to take the next free one "
-            f"({max(have, default=0) + 1}), or delete {target} first."
-        )
+    return write_numbered_file(model_dir, version, name, SUFFIX, "TFLite", lambda: convert(model))
 
 
 def _interpreter(path: str):
