@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml setup.py
 		echo "note: no Debian dataset-fashion-mnist (needs root): the shipped-weights tests will fail"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test,bench,backends,docs]"
+	$(BIN)/pip install --quiet -e ".[test,bench,backends,docs,onnx]"
 	touch $(STAMP)
 
 demo: $(STAMP)

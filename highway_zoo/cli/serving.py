@@ -14,7 +14,8 @@ def _export_arguments(p) -> None:
         "logits and gates, warm-up requests and provenance, and rewrites "
         "BASE_DIR/models.config to list every model there. Versions are never overwritten. "
         "A language model (lstm_char_*, --weights RUN_DIR) takes words and returns the next "
-        "word's probabilities (docs/guide/export.md).")
+        "word's probabilities (docs/guide/export.md). --format tflite or onnx writes one file, "
+        "BASE_DIR/NAME/VERSION.tflite or .onnx, instead.")
     p.add_argument("name", help="architecture name (highway-zoo list), or a run directory")
     weights = p.add_mutually_exclusive_group()
     weights.add_argument("--weights", help="a run directory of highway-zoo train, a model "
@@ -34,9 +35,12 @@ def _export_arguments(p) -> None:
     p.add_argument("--batching-config", action="store_true",
                    help="also write BASE_DIR/batching.config, TF Serving's batching "
                    "parameters with --max-batch (--enable_batching --batching_parameters_file)")
-    p.add_argument("--format", choices=("tf_saved_model", "tflite"), default="tf_saved_model",
-                   help="tf_saved_model (default) or tflite: one file BASE_DIR/NAME/VERSION.tflite "
-                   "with the same signatures (run it with zoo.serving.tflite.load)")
+    p.add_argument("--format", choices=("tf_saved_model", "tflite", "onnx"),
+                   default="tf_saved_model",
+                   help="tf_saved_model (default); tflite: one file BASE_DIR/NAME/VERSION.tflite "
+                   "with the same signatures (run it with zoo.serving.tflite.load); onnx: one "
+                   "file BASE_DIR/NAME/VERSION.onnx with the same outputs, for onnxruntime "
+                   "(the onnx extra; a language model's takes character ids)")
 
 
 def export(args) -> None:

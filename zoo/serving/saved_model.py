@@ -57,7 +57,7 @@ from zoo.serving.signatures import build_archive as _build_archive
 from zoo.serving.signatures import writable_dir as _writable_dir
 from zoo.serving.signatures import write_archive as _write_archive
 
-FORMATS = ("tf_saved_model", "tflite")
+FORMATS = ("tf_saved_model", "tflite", "onnx")
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
 METADATA_FILE = "highway_zoo.json"
@@ -112,7 +112,10 @@ def export(
             signature), which TF Serving replays before it marks the version available.
         format: "tf_saved_model", or "tflite" for one file `<name>/<version>.tflite` with
             the same signatures, numbered apart from the SavedModels, never overwritten, not
-            listed in models.config (zoo/serving/tflite.py; run it with `zoo.serving.tflite.load`).
+            listed in models.config (zoo/serving/tflite.py; run it with `zoo.serving.tflite.load`);
+            or "onnx" for one file `<name>/<version>.onnx` with the same outputs in one graph,
+            numbered likewise, for onnxruntime (zoo/serving/onnx.py; the `onnx` extra). A
+            language model's ONNX file takes character ids, not words.
         max_batch: the most images one request may hold; a larger request fails with an
             error saying so (unbounded, one request of 100,000 images took 20.9 GB).
         batching_config: also write `base_dir/batching.config`, TF Serving's batching
@@ -146,6 +149,10 @@ def export(
     version = None if version is None else int(version)
     if format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}. Received: format={format!r}")
+    if format == "onnx":
+        from zoo.serving import onnx
+
+        onnx.require()  # before the model is built
     model, weights_record = _resolve_model(model_or_name, weights, random_weights, overrides)
     name = name or getattr(model, "architecture", None) or model.name
     from zoo.serving import language_model as lm_export
@@ -164,6 +171,10 @@ def export(
         from zoo.serving import tflite
 
         return tflite.export(model, Path(base_dir) / name, version, name)
+    if format == "onnx":
+        from zoo.serving import onnx
+
+        return onnx.export(model, Path(base_dir) / name, version, name, weights_record, vocabulary)
 
     base = Path(base_dir)
     model_dir = base / name
