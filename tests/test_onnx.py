@@ -120,6 +120,10 @@ def test_the_file_names_its_axes_and_records_its_provenance(tmp_path):
     assert record["input"]["shape"] == [None, 28, 28, 1]
     assert sorted(record["outputs"]) == sorted(shapes)
     assert record["versions"]["opset"] == zoo.serving.onnx.OPSET
+    # The file declares its input, so onnxruntime refuses a wrong one by itself, in one error.
+    with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument,
+                       match="Invalid rank for input: pixels Got: 3 Expected: 4"):
+        session.run(None, {"pixels": np.zeros((28, 28, 1), np.float32)})
 
 
 def _language_model():
