@@ -291,6 +291,13 @@ def test_config_and_keras_file_round_trip(case, tmp_path):
     assert config["kernel_sizes"] == tuple((k, k) for k in CASES[case]["kernel_sizes"])
 
 
+def test_an_unknown_data_format_is_refused_naming_the_ones_there():
+    with pytest.raises(ValueError, match=r"^`data_format` must be 'channels_last', "
+                                         r"'channels_first' or None\. Received: "
+                                         r"data_format='NCHW'$"):
+        BNHighwayBlock(4, data_format="NCHW")
+
+
 def test_a_training_step_changes_every_trainable_weight_and_the_moving_statistics():
     block, x = built("basic_projection")
     inputs_ = keras.Input(x.shape[1:])

@@ -351,6 +351,13 @@ def test_rejects_bad_arguments():
             HighwayStack(3, unroll=unroll)
 
 
+def test_a_built_stack_refuses_inputs_of_another_width():
+    stack = HighwayStack(2)
+    stack(np.zeros((1, 8), "float32"))
+    with pytest.raises(ValueError, match=r"expected axis -1 of input shape to have value 8"):
+        stack(np.zeros((1, 6), "float32"))
+
+
 def test_unroll_is_config_and_does_not_change_the_weights_layout(tmp_path):
     stack, layers = _pair("full", unroll=3)
     assert HighwayStack.from_config(stack.get_config()).unroll == 3

@@ -21,7 +21,7 @@ from layers import (
     HighwayDense,
     HighwayStack,
 )
-from layers._highway import combine
+from layers._highway import combine, combine_backward
 
 # The branches each variant learns, in their order in the fused kernel (written out independently
 # of the implementation).
@@ -172,6 +172,34 @@ def test_full_combine_gradients():
     np.testing.assert_allclose(dt, h * dy, rtol=1e-12)
     np.testing.assert_allclose(dc, x * dy, rtol=1e-12)
     np.testing.assert_allclose(dx, c * dy, rtol=1e-12)
+
+
+# The gates each variant's combine takes (None: not learned).
+COMBINE_GATES = {"coupled": "t", "full": "tc", "c_only": "c", "t_only": "t", "residual": "",
+                 "plain": ""}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_combine_backward_is_the_gradient_of_combine(variant):
+    """The hand-written backward of the JAX and PyTorch stacks, against TensorFlow's autodiff
+    of the forward formula, for every variant (with the gates it learns)."""
+    rng = np.random.default_rng(7)
+    x, h, dy = (rng.normal(size=(3, 5)) for _ in range(3))
+    gates = {g: sigmoid(rng.normal(size=(3, 5))) for g in COMBINE_GATES[variant]}
+    t, c = gates.get("t"), gates.get("c")
+    inputs = {"x": x, "h": h, **gates}
+    tensors = {k: tf.constant(v) for k, v in inputs.items()}
+    with tf.GradientTape() as tape:
+        tape.watch(list(tensors.values()))
+        y = combine(variant, tensors["x"], tensors["h"], tensors.get("t"), tensors.get("c"))
+    grads = tape.gradient(y, tensors, output_gradients=dy)
+    dx, dh, dt, dc = combine_backward(variant, x, h, t, c, dy)
+    for name, mine in (("x", dx), ("h", dh), ("t", dt), ("c", dc)):
+        autodiff = grads.get(name)
+        if mine is None:  # not an input of y: no gradient (x in "plain"), or a gate not learned
+            assert autodiff is None or not np.any(autodiff.numpy()), name
+        else:
+            np.testing.assert_allclose(mine, autodiff.numpy(), rtol=1e-12, err_msg=name)
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
@@ -497,6 +525,13 @@ def test_conv_rejects_strides(strides):
         HighwayConv2D(3, strides=strides)
 
 
+@pytest.mark.parametrize("filters", [0, -3, 2.5])
+def test_conv_rejects_filters_that_are_not_a_positive_integer(filters):
+    with pytest.raises(ValueError, match=r"^`filters` must be None or a positive integer equal "
+                                         r"to the number of input channels.*Received: filters="):
+        HighwayConv2D(3, filters=filters)
+
+
 def test_conv_rejects_valid_padding():
     with pytest.raises(ValueError, match=r"padding='same'.*Received: padding='valid'"):
         HighwayConv2D(3, padding="valid")
@@ -554,6 +589,17 @@ def test_gcn_matches_numpy():
     np.testing.assert_allclose(y.reshape(4, -1), expected, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(y.reshape(4, -1).mean(1), 0, atol=1e-5)
     np.testing.assert_allclose(y.reshape(4, -1).std(1), 1, rtol=1e-4)
+
+
+def test_gcn_keeps_float64_statistics_in_a_float64_layer():
+    """Statistics in the layer's own dtype (float32 only for float16 and bfloat16): in
+    float64 the result agrees with NumPy to float64 round-off."""
+    x = np.random.default_rng(11).uniform(0, 255, size=(2, 5, 5, 3))
+    y = keras.ops.convert_to_numpy(GlobalContrastNormalization(dtype="float64")(x))
+    flat = x.reshape(2, -1)
+    expected = (flat - flat.mean(1, keepdims=True)) / np.sqrt(flat.var(1, keepdims=True) + 1e-8)
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y.reshape(2, -1), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_gcn_constant_image_gives_zeros():

@@ -6,6 +6,9 @@ the share killed with its interval."""
 import collections
 import re
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 STATUSES = ("killed", "survived", "timeout", "no tests", "not checked", "suspicious",
             "segfault", "skipped", "caught by type check")
@@ -17,7 +20,7 @@ def main(results: str, target: str, sampled: str = "") -> None:
         match = re.match(r"\s*([\w.]+)\.x.*__mutmut_\d+: (.+)$", line.rstrip())
         if match:
             module, status = match.groups()
-            by_file[module.replace(".", "/") + ".py"][status.strip()] += 1
+            by_file[_file_of(module)][status.strip()] += 1
     columns = [s for s in STATUSES if any(c[s] for c in by_file.values())]
     print(f"# Mutation testing: {target}\n")
     print("| file | mutants | " + " | ".join(columns) + " | killed of tested |")
@@ -31,9 +34,15 @@ def main(results: str, target: str, sampled: str = "") -> None:
     tested = total["killed"] + total["survived"] + total["timeout"]
     if tested and sampled:
         low, high = wilson(total["killed"] + total["timeout"], tested)
-        print(f"\n{tested:,} of {sum(total.values()):,} mutants tried, drawn at random: the "
-              f"share of all mutants the tests kill is {100 * low:.1f}% to {100 * high:.1f}% "
+        print(f"\n{tested:,} of {sum(total.values()):,} mutants tried, drawn at random (and "
+              f"{total['no tests']:,} that no test of the target reaches): the share of the "
+              f"reached mutants the tests kill is {100 * low:.1f}% to {100 * high:.1f}% "
               "(95% Wilson interval).")
+
+
+def _file_of(module: str) -> str:
+    path = module.replace(".", "/")
+    return f"{path}/__init__.py" if (ROOT / path).is_dir() else f"{path}.py"
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
