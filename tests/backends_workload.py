@@ -93,7 +93,7 @@ def _predictions(work: Path, data_dir: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         data = load_dataset("mnist", data_dir)
-    images = np.stack([x for x, _ in data.test.take(16).as_numpy_iterator()]).astype(np.float32)
+    images = data.test.images[:16].astype(np.float32)
     model = zoo.load(NAME, weights=str(work / "run"))
     probabilities = np.asarray(model.predict(images, verbose=0))
     np.savez(work / "predictions.npz", images=images, probabilities=probabilities)
@@ -115,7 +115,6 @@ def _without_tensorflow(work: Path) -> dict:
         writer.scalar("a/scalar", 0.5, step=3, description="one half")
         writer.histogram("a/histogram", [[0.0, 1.0, 4.0]], step=3)
         writer.image("a/image", png_of(np.zeros((2, 3, 3), np.uint8)), step=3)
-    # Unseeded: keras.utils.set_random_seed imports TensorFlow whenever it is installed.
     model = zoo.load(NAME, depth=3)
     model.compile("sgd", "sparse_categorical_crossentropy")
     x = np.random.default_rng(0).uniform(0, 255, (64, 28, 28, 1)).astype(np.float32)
@@ -132,7 +131,10 @@ def train_part(work: Path, data_dir: Path) -> dict:
     result = {"backend": keras.backend.backend(), "without_tensorflow": _without_tensorflow(work)}
     result["train"] = _cli(["train", NAME, *TRAIN, "--data-dir", data_dir,
                             "--out", work / "run"])
+    # The run read its data, trained, checkpointed and saved without TensorFlow.
+    result["train"]["tensorflow_imported"] = "tensorflow" in sys.modules
     result["resume"] = _interrupted_and_resumed(work, data_dir)
+    result["resume"]["tensorflow_imported"] = "tensorflow" in sys.modules
     result["analyze"] = _cli(["analyze", NAME, "--weights", work / "run", "--data-dir",
                               data_dir, "--examples", 200])
     if result["train"]["code"] == 0:

@@ -61,6 +61,9 @@ def _weights(run_dir):
 def check_train_writes_a_finished_run_that_records_the_backend(backend, record, work):
     assert record["backend"] == backend
     _ok(record["train"])
+    # Data, training, checkpoints and the final save: no TensorFlow on this backend.
+    assert record["train"]["tensorflow_imported"] is False
+    assert record["resume"]["tensorflow_imported"] is False
     run = _read(work / "run" / "run.json")
     assert run["status"] == "finished"
     assert run["versions"]["backend"] == backend and backend in run["versions"]

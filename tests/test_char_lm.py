@@ -9,6 +9,8 @@ import sys
 import keras
 import numpy as np
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.util import tensor_util
 
 import zoo
 from layers import VARIANTS
@@ -129,7 +131,13 @@ def test_short_training_lowers_validation_perplexity(trained, corpus):
     assert json.loads((out / "metrics.json").read_text())["test_perplexity"] == \
         metrics["test_perplexity"]
     assert not (out / "checkpoint").exists()
-    assert any((out / "tensorboard").iterdir())
+    # TensorBoard's reader finds each epoch's perplexities, as history.json has them.
+    events = EventAccumulator(str(out / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    logged = [float(tensor_util.make_ndarray(e.tensor_proto))
+              for e in events.Tensors("val_perplexity")]
+    assert [e.step for e in events.Tensors("val_perplexity")] == [1, 2, 3]
+    assert logged == pytest.approx([e["val_perplexity"] for e in history], rel=1e-6)
 
 
 def test_test_perplexity_is_exp_of_mean_cross_entropy(trained, corpus):

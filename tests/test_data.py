@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from training.data import (
     Dataset,
     DatasetFileError,
     DatasetNotFoundError,
+    Examples,
     OfflineFallbackWarning,
     load_dataset,
 )
@@ -27,8 +31,8 @@ MNIST_FILES = DATASETS["mnist"].files
 
 
 def as_arrays(split, n: int) -> tuple[np.ndarray, np.ndarray]:
-    images, labels = split.batch(n).get_single_element()
-    return images.numpy(), labels.numpy()
+    assert isinstance(split, Examples), type(split)  # held in memory, read without TensorFlow
+    return split.images[:n], split.labels[:n]
 
 
 def link_files(source: Path, target: Path) -> Path:
@@ -59,7 +63,7 @@ def mnist_prepared(mnist_raw, tmp_path_factory) -> tuple[Path, Dataset, float]:
 def assert_mnist_like(dataset: Dataset, labels: dict[str, np.ndarray]) -> None:
     assert (dataset.num_train, dataset.num_test) == (60000, 10000)
     assert dataset.num_classes == 10 and dataset.image_shape == (28, 28, 1)
-    assert int(dataset.train.cardinality()) == 60000
+    assert len(dataset.train) == 60000
     images, test_labels = as_arrays(dataset.test, 10000)
     assert images.dtype == np.uint8 and images.shape == (10000, 28, 28, 1)
     assert test_labels.dtype == np.int64
@@ -67,7 +71,7 @@ def assert_mnist_like(dataset: Dataset, labels: dict[str, np.ndarray]) -> None:
     # Every image carries its label's square: the pairs survived preparation intact.
     np.testing.assert_array_equal(images[:, 12, 12, 0], test_labels * 20 + 30)
     assert images[:, 0, 0, 0].max() == 0
-    for image, label in dataset.train.take(20):
+    for image, label in zip(*as_arrays(dataset.train, 20), strict=True):
         assert image.shape == (28, 28, 1) and int(image[12, 12, 0]) == int(label) * 20 + 30
 
 
@@ -82,6 +86,47 @@ def test_mnist_prepared_from_files_in_data_dir(mnist_prepared, mnist_raw):
     assert not list((data_dir / "downloads").glob("highway-zoo-*"))
     for name in MNIST_FILES:
         assert (data_dir / name).read_bytes() == (mnist_raw[0] / name).read_bytes()
+
+
+# Loads a prepared copy in a fresh process and says whether TensorFlow was imported.
+LOAD_IN_FRESH_PROCESS = """
+import json, sys
+from training.data import load_dataset
+dataset = load_dataset(sys.argv[1], sys.argv[2])
+print(json.dumps({"tensorflow": "tensorflow" in sys.modules, "train": len(dataset.train),
+                  "first_labels": dataset.train.labels[:8].tolist()}))
+"""
+
+
+def test_a_prepared_copy_is_read_without_tensorflow(mnist_prepared):
+    data_dir, dataset, _ = mnist_prepared
+    assert next(data_dir.glob("mnist/*/*.array_record-*"))  # TFDS wrote ArrayRecord files
+    done = subprocess.run([sys.executable, "-c", LOAD_IN_FRESH_PROCESS, "mnist", str(data_dir)],
+                          capture_output=True, text=True, check=True, timeout=600)
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded == {"tensorflow": False, "train": 60000,
+                      "first_labels": dataset.train.labels[:8].tolist()}
+
+
+def test_a_tfrecord_copy_reads_as_the_same_examples_as_an_array_record_copy(tmp_path):
+    """A copy prepared before highway-zoo 0.3 (TFDS's TFRecord format) still loads, through
+    TensorFlow, into the arrays an ArrayRecord copy of the same files gives, in one order."""
+    import tensorflow_datasets as tfds
+
+    members, _ = data_files.cifar_members("cifar10")
+    archive = tmp_path / "files" / DATASETS["cifar10"].files[0]
+    archive.parent.mkdir()
+    data_files.write_tar_gz(archive, members)
+    new = load_dataset("cifar10", archive.parent)  # prepared in place, as ArrayRecord
+    legacy_dir = tmp_path / "legacy"
+    builder = tfds.builder("cifar10", data_dir=str(legacy_dir), file_format="tfrecord")
+    data._prepare(builder, {archive.name: archive})
+    assert next(legacy_dir.glob("cifar10/*/*.tfrecord-*"))
+    legacy = load_dataset("cifar10", legacy_dir)
+    for split in ("train", "test"):
+        a, b = getattr(new, split), getattr(legacy, split)
+        np.testing.assert_array_equal(a.images, b.images)
+        np.testing.assert_array_equal(a.labels, b.labels)
 
 
 def test_second_call_loads_prepared_data_without_files(mnist_prepared, mnist_raw, monkeypatch):

@@ -65,12 +65,6 @@ def serve_tensorboard(run_dir: str | Path, port: int = 6006, host: str = "127.0.
                 process.wait()
 
 
-def load_examples(split, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first `count` (image, label) pairs of an unbatched split, as float32 and int64."""
-    images, labels = next(iter(split.take(count).batch(count)))
-    return np.asarray(images, np.float32), np.asarray(labels, np.int64)
-
-
 def _default_dataset(name: str, weights: Path) -> str:
     import json
 
@@ -124,7 +118,7 @@ def analyze_weights(
     `threshold` is an error increase as a fraction, as in `zoo.analysis` (0.01: one
     percentage point). Prints a summary; returns the report."""
     import zoo
-    from training.data import load_dataset
+    from training.data import first_examples, load_dataset
     from zoo.analysis import analyze
 
     if split not in ("train", "test"):
@@ -145,7 +139,7 @@ def analyze_weights(
         )
     examples_of = data.train if split == "train" else data.test
     available = data.num_train if split == "train" else data.num_test
-    images, labels = load_examples(examples_of, min(examples, available))
+    images, labels = first_examples(examples_of, min(examples, available))
     if routing:
         return _routing(name, weights, split, max_clusters, batch_size, model, images,
                         labels, out, dataset, data)

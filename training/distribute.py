@@ -275,7 +275,7 @@ def role(strategy: Any) -> Role:
     return Role(is_chief=is_chief, index=index, workers=workers)
 
 
-def prepare_model(model, strategy: Any, element_spec) -> None:
+def prepare_model(model, strategy: Any, first_epoch) -> None:
     """Lets `model.fit`/`evaluate` run under MultiWorkerMirroredStrategy (Keras 3.15).
 
     Two workarounds for keras-team/keras#20585, applied to this model only and only with
@@ -283,7 +283,7 @@ def prepare_model(model, strategy: Any, element_spec) -> None:
 
     - Keras builds the model's metrics and optimizer symbolically from a first batch that
       it all-reduces across workers, which the collective runtime rejects for a nested
-      (images, labels) batch: build from the dataset's `element_spec` instead (shapes
+      (images, labels) batch: build from `first_epoch`'s `element_spec` instead (shapes
       and dtypes are all it needs) and skip Keras's own build.
     - Keras reduces each step's logs with `strategy.reduce("MEAN", v, axis=0)`, which fails
       for scalar metrics: return them with shape (1,), so that the reduction averages over
@@ -293,7 +293,7 @@ def prepare_model(model, strategy: Any, element_spec) -> None:
         return
     tf = _tf()
     with strategy.scope():
-        model._symbolic_build(data_batch=element_spec)
+        model._symbolic_build(data_batch=first_epoch.element_spec)
     model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
 
     def with_vector_logs(step):

@@ -40,11 +40,14 @@ import keras
 import numpy as np
 
 import zoo
-from training import distribute
+from training import distribute, tensorflow_on_demand
 from training.data.text import Corpus, bptt_batches, load_corpus
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import FINISHED, NON_FINITE, RUNNING, RunDir
+from training.summaries import EventWriter
 from zoo.files import atomic_path, write_text
+
+tensorflow_on_demand.install()
 
 CHECKPOINT_STATE = "latest.json"
 
@@ -330,14 +333,10 @@ class _Checkpoint:
 
 
 def _scalars(directory: Path, epoch: int, values: dict[str, float]) -> None:
-    import tensorflow as tf
-
-    writer = tf.summary.create_file_writer(str(directory))
-    with writer.as_default():
+    with EventWriter(directory) as writer:  # tf.summary's format, without TensorFlow
         for key, value in values.items():
             if value is not None and math.isfinite(value):
-                tf.summary.scalar(key, value, step=epoch + 1)
-    writer.close()
+                writer.scalar(key, value, step=epoch + 1)
 
 
 def _train_in(settings: LanguageModelSettings, run_dir: RunDir, previous: dict | None,

@@ -12,7 +12,7 @@ TensorBoard and `EventAccumulator` read them exactly as they read TensorFlow's:
   (`tensorboard.plugins.hparams.api.hparams_pb`, `hparams_config_pb`).
 
 Why not `tf.summary`: it runs TensorFlow ops, which a JAX or PyTorch run has no other use
-for (its only TensorFlow is the tf.data input pipeline), and TensorBoard's own
+for (it reads its data without TensorFlow), and TensorBoard's own
 `EventFileWriter` opens its file through `tf.io.gfile`, importing TensorFlow whenever it is
 installed. Here the record framing is TensorBoard's `RecordWriter` (TFRecord: length,
 masked CRC-32C, data, masked CRC-32C) over a plain Python file, and the protos are

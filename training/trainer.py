@@ -59,10 +59,10 @@ import keras
 import numpy as np
 
 import zoo
-from training import distribute
+from training import distribute, tensorflow_on_demand
 from training.callbacks import GateSummaries
 from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
-from training.data import Dataset, load_dataset
+from training.data import Dataset, Examples, load_dataset
 from training.optimizers import apply_weight_decay, is_bias, make_optimizer
 from training.pipeline import evaluation_batches, training_batches
 from training.recipes import FIELD_DEFAULTS, get_recipe, recipe_name
@@ -77,6 +77,8 @@ from training.run_dir import (
     RunWriteError,
 )
 from zoo.weights import hash_path
+
+tensorflow_on_demand.install()
 
 __all__ = ["NonFiniteLossError", "RunDirError", "RunSettings", "RunWriteError", "train",
            "evaluation_batches", "training_batches"]
@@ -429,7 +431,7 @@ def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: Ru
     recipe, data = settings.recipe, settings.data
     first_epoch, skip = divmod(start, settings.steps_per_epoch)
 
-    def batches(epoch: int, skip_batches: int = 0):  # a tf.data.Dataset
+    def batches(epoch: int, skip_batches: int = 0):  # tf.data.Dataset or keras PyDataset
         return training_batches(
             data.train, num_examples=data.num_train, batch_size=recipe["batch_size"],
             seed=settings.seed, epoch=epoch, augmentation=recipe["augmentation"],
@@ -437,11 +439,11 @@ def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: Ru
         )
 
     test_ds = evaluation_batches(data.test)
-    distribute.prepare_model(model, settings.strategy, batches(0).element_spec)
+    distribute.prepare_model(model, settings.strategy, batches(0))
     callbacks: list[keras.callbacks.Callback] = [monitor, *settings.callbacks]
     if settings.gate_summaries and settings.role.is_chief:  # one set of summaries per run
         # Before the checkpoint: an epoch whose checkpoint exists has its summaries.
-        callbacks.insert(0, GateSummaries(run_dir.tensorboard_dir, data.test,
+        callbacks.insert(0, GateSummaries(run_dir.tensorboard_dir, _pairs(data.test),
                                           final_epoch=settings.epochs))
     for epoch in range(first_epoch, settings.epochs):
         skip_batches = skip if epoch == first_epoch else 0
@@ -456,13 +458,19 @@ def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: Ru
             break
 
 
+def _pairs(split: Any) -> Any:
+    """A split as GateSummaries takes it: `(images, labels)` arrays, or the tf.data split."""
+    return (split.images, split.labels) if isinstance(split, Examples) else split
+
+
 def _run_callbacks(model: keras.Model, callbacks: list[keras.callbacks.Callback],
-                   epoch_batches: Any,  # a tf.data.Dataset
+                   epoch_batches: Any,  # a tf.data.Dataset or a keras PyDataset
                    settings: RunSettings) -> keras.callbacks.CallbackList:
     """The callbacks of one epoch's `fit`, as `fit` would make them (with its history and
     progress bar) but told the run's epoch count: the progress says "Epoch k/N" with the
     run's N, not k/k."""
-    steps = int(epoch_batches.cardinality())
+    steps = len(epoch_batches) if isinstance(epoch_batches, keras.utils.PyDataset) else int(
+        epoch_batches.cardinality())
     return keras.callbacks.CallbackList(
         callbacks, add_history=True, add_progbar=settings.verbose != 0,
         verbose=settings.verbose, epochs=settings.epochs, steps=steps if steps >= 0 else None,

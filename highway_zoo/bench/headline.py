@@ -44,21 +44,15 @@ def load_data(n_train: int = 4000, n_test: int = 1000) -> tuple[dict, str]:
     """MNIST as float32 (N, 784) in [0, 1] and int64 labels, and where it came from."""
     import warnings
 
-    import numpy as np
-
-    from training.data import OfflineFallbackWarning, load_dataset
+    from training.data import OfflineFallbackWarning, first_examples, load_dataset
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OfflineFallbackWarning)
         dataset = load_dataset("mnist")
 
     def arrays(split, n):
-        images, labels = [], []
-        for image, label in split.take(n).as_numpy_iterator():
-            images.append(image)
-            labels.append(label)
-        x = np.stack(images).reshape(len(images), -1).astype(np.float32) / 255.0
-        return x, np.asarray(labels, dtype=np.int64)
+        images, labels = first_examples(split, n)
+        return images.reshape(len(images), -1) / 255.0, labels
 
     x_train, y_train = arrays(dataset.train, n_train)
     x_test, y_test = arrays(dataset.test, n_test)

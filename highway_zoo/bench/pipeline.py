@@ -47,9 +47,8 @@ SYNTHETIC_IMAGES = 1000
 def _split(shape: tuple[int, ...]):
     """A training split of `shape` images: the MNIST sample, else synthetic uint8 data."""
     import numpy as np
-    import tensorflow as tf
 
-    from training.data import OfflineFallbackWarning, load_dataset
+    from training.data import Examples, OfflineFallbackWarning, load_dataset
 
     if tuple(shape) == (28, 28, 1):
         with warnings.catch_warnings():
@@ -59,7 +58,7 @@ def _split(shape: tuple[int, ...]):
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (SYNTHETIC_IMAGES, *shape), dtype=np.uint8)
     y = rng.integers(0, 10, SYNTHETIC_IMAGES).astype("int64")
-    return (tf.data.Dataset.from_tensor_slices((x, y)), SYNTHETIC_IMAGES,
+    return (Examples(x, y), SYNTHETIC_IMAGES,
             f"{SYNTHETIC_IMAGES:,} synthetic uint8 images {tuple(shape)}")
 
 

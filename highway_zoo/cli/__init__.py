@@ -80,14 +80,17 @@ def _command(argv: list[str]) -> str | None:
     return next((word for word in argv if word in COMMANDS), None)
 
 
-def import_tensorflow_quietly() -> None:
-    """Imports TensorFlow with its C++ start-up notices (absl's pre-init warning, oneDNN,
-    "Could not find cuda drivers") kept off the terminal; they are shown if the import fails.
+def import_backend_quietly() -> None:
+    """Imports Keras, and TensorFlow when Keras runs on it, with TensorFlow's C++ start-up
+    notices (absl's pre-init warning, oneDNN, "Could not find cuda drivers") kept off the
+    terminal; they are shown if the import fails. On JAX and PyTorch TensorFlow is not
+    imported: the data held in memory needs none (a command that does need it, such as
+    `export`, imports it then).
 
     Later C++ logs go by TF_CPP_MIN_LOG_LEVEL (unless the user set it): 2 hides information
     and warnings; on a machine with no NVIDIA device, 3, because the one C++ error TensorFlow
     logs there is "failed call to cuInit" (a real error still raises a Python exception)."""
-    if "tensorflow" in sys.modules:
+    if "keras" in sys.modules and "tensorflow" in sys.modules:
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL",
                           "2" if glob.glob("/dev/nvidia[0-9]*") else "3")
@@ -96,8 +99,14 @@ def import_tensorflow_quietly() -> None:
         saved = os.dup(2)
         os.dup2(log.fileno(), 2)
         try:
-            import keras  # noqa: F401
-            import tensorflow  # noqa: F401
+            import keras
+
+            if keras.backend.backend() == "tensorflow":
+                import tensorflow  # noqa: F401
+            else:
+                from training import tensorflow_on_demand
+
+                tensorflow_on_demand.install()
         except BaseException:
             os.dup2(saved, 2)
             log.seek(0)
@@ -182,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         from training import jax_cache
 
         jax_cache.use_by_default()  # before JAX is imported: it reads its environment then
-        import_tensorflow_quietly()  # before the command's function imports it
+        import_backend_quietly()  # before the command's function imports them
     prog = f"highway-zoo {args.command}"
     try:
         with _sigterm_interrupts():

