@@ -419,3 +419,43 @@ def test_routing_figure_draws_the_numbers(monkeypatch, tmp_path):
     assert ax.images[0].get_clim() == pytest.approx((-top, top))
     assert [t.get_text() for t in ax.get_yticklabels()] == [
         f"{c} ({n})" for c, n in enumerate(result["cluster_sizes"])]
+
+
+# --- what the mutation run found unchecked (docs/mutation) ---------------------------------
+
+
+def test_numbers_rounds_nested_arrays_at_the_digits_asked():
+    assert report_module._numbers([[1.23456789, float("nan")], [2.0, -0.000049]], 3) == \
+        [[1.235, None], [2.0, -0.0]]
+
+
+def test_analyze_defaults_and_types_of_analysis_json(tmp_path, monkeypatch):
+    """Fig. 3's panels default to the first ten classes of a 12-class problem; class counts
+    are integers; the lesion's split is "" without a description; `out` may be new and
+    nested."""
+    monkeypatch.setattr(report_module, "lesion_errors",
+                        fake_lesions([0.3, 0.3, 0.3, 0.3], baseline=0.3))
+    y = np.arange(24) % 12
+    report = analyze(small_fc(), images(24), y, tmp_path / "new" / "nested", num_classes=12)
+    assert sorted(report["fig3"]["panels"], key=int) == [str(c) for c in range(10)]
+    counts = report["fig3"]["class_counts"]
+    assert counts == [2] * 12 and all(isinstance(c, int) for c in counts)
+    assert report["fig4"]["split"] == ""
+    assert (tmp_path / "new" / "nested" / "analysis.json").is_file()
+
+
+def test_routing_report_uses_its_seed_and_describes_its_pattern(tmp_path):
+    from sklearn.cluster import KMeans
+
+    model = small_fc()
+    x = images(60)
+    labels = np.arange(60) % 10
+    report = routing_report(model, x, labels, tmp_path, k_range=(2, 3), seed=7)
+    _, t, _ = forward_ref(model, x)
+    for i, value in enumerate(report["layer_nmi"]):
+        alone = KMeans(n_clusters=10, n_init=4, random_state=7).fit(t[:, i]).labels_
+        assert value == pytest.approx(nmi_ref(labels, alone), abs=1e-5)
+    assert report["pattern"] == ("T per example, layer and unit (conv: averaged over "
+                                 "positions), flattened")
+    assert report["clustering"] == "k-means (scikit-learn, n_init=4), Euclidean"
+    assert report["k_criterion"] == "highest mean silhouette coefficient (Euclidean) over k_range"
