@@ -4,7 +4,8 @@ A run directory (`training.run_dir.RunDir`) holds everything needed to compare, 
 resume the run::
 
     run.json                  command, versions, seed, recipe, data source, model metadata,
-                              distribution (strategy, replicas, global batch), status
+                              distribution (strategy, replicas, global batch), status,
+                              the seconds of each phase (`training.timeline`)
     history.json              per-epoch metrics ("val_" = the test split), rewritten each epoch
     checkpoint/               the latest checkpoint while the run is going (weights, optimizer
                               state, iteration count), written every epoch and every
@@ -59,7 +60,7 @@ import keras
 import numpy as np
 
 import zoo
-from training import distribute, tensorflow_on_demand
+from training import distribute, tensorflow_on_demand, timeline
 from training.callbacks import GateSummaries
 from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
 from training.data import Dataset, Examples, load_dataset
@@ -219,6 +220,7 @@ def train(
         ValueError: a bad setting, e.g. a tf.distribute strategy on JAX or PyTorch.
         NonFiniteLossError: the loss became NaN or infinite (run.json says so).
     """
+    clock = timeline.Clock()
     info = zoo.describe(name)
     if info["family"] == "char_lm":
         raise ValueError(f"{name} is a language model: train it on a text with "
@@ -249,6 +251,7 @@ def train(
     data = dataset if isinstance(dataset, Dataset) else load_dataset(
         dataset or info["dataset"], data_dir
     )
+    clock.lap("data")
     overrides = _check_compatible(name, data, overrides)
     distribute.per_replica_batch(recipe_["batch_size"], strategy_.num_replicas_in_sync)
     role = distribute.role(strategy_)
@@ -279,13 +282,14 @@ def train(
         if previous is not None:
             run_dir.remove_temporary_files()  # of the killed process; none is live (the lock)
         return _train_in(settings, compiled, run_dir=run_dir, base_dir=base_dir,
-                         previous=previous)
+                         previous=previous, clock=clock)
 
 
 def _train_in(settings: RunSettings, compiled: tuple[keras.Model, Any], *, run_dir: RunDir,
-              base_dir: RunDir, previous: dict[str, Any] | None) -> dict[str, Any]:
+              base_dir: RunDir, previous: dict[str, Any] | None,
+              clock: timeline.Clock) -> dict[str, Any]:
     """Trains the `_compiled_model` in `run_dir`, which this process has locked: from scratch,
-    or on from `previous` (the run.json of the interrupted run there)."""
+    or on from `previous` (the run.json of the interrupted run there); `clock` times it."""
     recipe, role = settings.recipe, settings.role
     steps_per_epoch = settings.steps_per_epoch
     checkpoints = Checkpoints(run_dir.checkpoint_dir, steps_per_epoch,
@@ -314,6 +318,7 @@ def _train_in(settings: RunSettings, compiled: tuple[keras.Model, Any], *, run_d
               flush=True)
         run.setdefault("resumed", []).append({"at": _now(), "command": sys.argv,
                                               "finished_only": True})
+        run["timeline"] = clock.phases()
         return _finish(run_dir, base_dir, run, checkpoints)
     start = latest["iterations"] if latest else 0
     if role.workers > 1:  # workers killed one checkpoint apart resume from the common one
@@ -341,7 +346,7 @@ def _train_in(settings: RunSettings, compiled: tuple[keras.Model, Any], *, run_d
 
     monitor = RunMonitor(run_dir, checkpoints, history, settings.checkpoint_every)
     monitor.seconds_before = (restored or {}).get("train_seconds", 0.0)
-    _fit(model, settings, run_dir, monitor, start)
+    _fit(model, settings, run_dir, monitor, start, clock)
     train_seconds = monitor.train_seconds()
     if monitor.failure:
         run.update(status=NON_FINITE, failure=monitor.failure, failed=_now())
@@ -373,6 +378,7 @@ def _train_in(settings: RunSettings, compiled: tuple[keras.Model, Any], *, run_d
     # Written last (every worker: it marks its final files complete), then the checkpoint
     # goes: a process killed in between finds metrics.json and only finishes.
     run_dir.write_metrics(metrics)
+    run["timeline"] = clock.phases()
     return _finish(run_dir, base_dir, run, checkpoints)
 
 
@@ -425,7 +431,7 @@ def _say_how_it_resumes(run_dir: RunDir, settings: RunSettings, latest: dict | N
 
 
 def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: RunMonitor,
-         start: int) -> None:
+         start: int, clock: timeline.Clock) -> None:
     """Trains from iteration `start` to the last epoch (or a non-finite loss), one `fit`
     per epoch: each epoch's data order comes from its own seed."""
     recipe, data = settings.recipe, settings.data
@@ -440,11 +446,13 @@ def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: Ru
 
     test_ds = evaluation_batches(data.test)
     distribute.prepare_model(model, settings.strategy, batches(0))
-    callbacks: list[keras.callbacks.Callback] = [monitor, *settings.callbacks]
+    clock_head, clock_tail = clock.callbacks()  # around the run's own callbacks
+    callbacks: list[keras.callbacks.Callback] = [monitor, clock_tail, *settings.callbacks]
     if settings.gate_summaries and settings.role.is_chief:  # one set of summaries per run
         # Before the checkpoint: an epoch whose checkpoint exists has its summaries.
         callbacks.insert(0, GateSummaries(run_dir.tensorboard_dir, _pairs(data.test),
                                           final_epoch=settings.epochs))
+    callbacks.insert(0, clock_head)
     for epoch in range(first_epoch, settings.epochs):
         skip_batches = skip if epoch == first_epoch else 0
         monitor.first_batch = skip_batches

@@ -183,6 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     """Runs a command; an error the user can cause or fix is one line on stderr and exit
     status 2 (1 for a run that failed on its own, 128 + signal for an interrupt); a bug
     keeps its traceback."""
+    from training import timeline
+
+    # The process runs this command (not a caller's `main(argv)`): a run's phases in its
+    # run.json count from the process's start.
+    process = argv is None
+    if process:
+        timeline.mark("main")
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command(argv)
     # The parsers import no Keras: `--help` and usage errors answer before TensorFlow loads.
@@ -192,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
 
         jax_cache.use_by_default()  # before JAX is imported: it reads its environment then
         import_backend_quietly()  # before the command's function imports them
+        if process:
+            timeline.mark("keras")
     prog = f"highway-zoo {args.command}"
     try:
         with _sigterm_interrupts():
