@@ -9,11 +9,22 @@ import math
 import os
 import shlex
 import statistics
+import sys
 import time
 
 import pytest
 
-from highway_zoo.bench import conv, driver, headline, pipeline, start_up, suite, trial_memory, wide
+from highway_zoo.bench import (
+    conv,
+    driver,
+    headline,
+    pipeline,
+    start_up,
+    suite,
+    trial_memory,
+    whole_process,
+    wide,
+)
 from highway_zoo.cli import main as cli_main
 from training import jax_cache
 
@@ -267,6 +278,19 @@ def test_a_child_past_its_limit_or_without_a_result_fails_in_one_line(toy):
         driver.run_child("toy_bench", {"kind": "silent"}, cwd=toy)
 
 
+def test_a_timed_process_runs_as_it_is_and_fails_in_one_line(tmp_path):
+    code = ("import os, sys; print(os.getcwd(), os.environ['TOY_SETTING']); "
+            "sys.exit(int(sys.argv[1]))")
+    wall, out = driver.timed_process([sys.executable, "-c", code, "0"], {"TOY_SETTING": "x"},
+                                     cwd=tmp_path)
+    assert out == f"{tmp_path} x\n" and 0 < wall < 60
+    with pytest.raises(driver.MeasurementFailed) as failed:
+        driver.timed_process([sys.executable, "-c", code, "3"], {"TOY_SETTING": "y"})
+    message = str(failed.value)
+    assert "\n" not in message and message.startswith("`TOY_SETTING=y ")
+    assert "exited with status 3: no error output" in message
+
+
 def test_interleaved_runs_every_key_per_repeat_and_skips_what_it_is_told(capsys):
     calls = []
 
@@ -476,3 +500,69 @@ def test_pipeline_runs_through_the_driver(tmp_path):
     assert row["steps_per_s_pipeline"] > 0 and row["steps_per_s_cached_batch"] > 0
     assert row["pipeline_over_cached"] > 0 and "tensorflow" not in row
     assert len(row["all"]["pipeline"]) == 1
+
+
+# -- whole processes: highway-zoo train against the NumPy script -----------------------------
+
+
+def _whole(wall, process_s=None, **extra):
+    timeline = {"phases_s": {"data": 0.5}, **({"process_s": process_s} if process_s else {})}
+    return {"wall_s": wall, "timeline": timeline, "test_accuracy": 0.9, "final_loss": 0.1,
+            "params": 100, **extra}
+
+
+def test_whole_process_ratios_come_from_the_same_repeat_and_the_breakdown_from_the_median():
+    runs = {("python", ""): [{"wall_s": 0.05}] * 3,
+            ("import_keras", "jax"): [{"wall_s": w} for w in (2.0, 3.0, 2.0)],
+            ("numpy", ""): [_whole(w) for w in (1.0, 2.0, 1.5)],
+            ("train", "jax"): [_whole(w, w - 0.5) for w in (3.0, 6.0, 3.5)],
+            ("train_cold", "jax"): [_whole(w, w - 0.5) for w in (5.0, 7.0, 6.0)]}
+    rows = {(r["process"], r["backend"]): r for r in whole_process.summarise(runs)}
+    warm = rows[("train", "jax")]
+    assert warm["wall_s"] == 3.5
+    assert warm["vs_numpy"] == pytest.approx(statistics.median([3.0, 3.0, 3.5 / 1.5]))
+    assert warm["beyond_keras_s"] == pytest.approx(1.5)  # 1.0, 3.0, 1.5
+    assert warm["beyond_keras_vs_numpy"] == pytest.approx(1.0)  # 1.0, 1.5, 1.0
+    # the breakdown of the median run (3.5 s): its phases, and its exit after its last record
+    assert warm["breakdown"] == {"data": 0.5, "exit": pytest.approx(0.5)}
+    assert warm["breakdown_wall_s"] == 3.5
+    assert "breakdown" not in rows[("import_keras", "jax")]
+    goals = whole_process.goals(list(rows.values()))
+    assert goals["fastest_backend"] == "jax" and goals["fastest_met"]  # at most 1x
+    assert goals["jax_first_run_beyond_keras_vs_numpy"] == pytest.approx(statistics.median(
+        [3.0, 2.0, 4.0 / 1.5])) and not goals["jax_first_run_met"]  # more than 2x
+    tables = whole_process.format_tables(list(rows.values()), goals)
+    assert "| highway-zoo train (jax, cache warm) | 3.50 | 3.00x | 1.50 | 1.00x | 0.900 |" in tables
+    assert "(at most 2x: not met)" in tables
+
+
+def test_whole_process_plan_times_jax_with_its_cache_warm_and_empty():
+    assert whole_process.plan(["tensorflow", "jax"]) == [
+        ("python", ""), ("import_keras", "tensorflow"), ("import_keras", "jax"), ("numpy", ""),
+        ("train", "tensorflow"), ("train", "jax"), ("train_cold", "jax")]
+    assert whole_process.train_command(30, 12, "DIR")[2:] == [
+        "highway_zoo.cli", "train", "highway_fc10_mnist", "--depth", "30", "--stacked",
+        "--epochs", "12", "--out", "DIR"]
+
+
+@pytest.mark.slow
+def test_whole_process_tiny_run_end_to_end(tmp_path):
+    out = tmp_path / "whole_process.json"
+    assert whole_process.main(["--backends", "tensorflow", "--repeats", "1", "--depth", "3",
+                               "--epochs", "1", "--out", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    rows = {r["label"]: r for r in summary["results"]}
+    assert list(rows) == ["python -c pass", "import keras (tensorflow)", "NumPy script",
+                          "highway-zoo train (tensorflow)"]
+    numpy, ours = rows["NumPy script"], rows["highway-zoo train (tensorflow)"]
+    assert numpy["params"] == ours["params"]  # the same network
+    assert list(ours["breakdown"]) == list(whole_process.PHASES)
+    assert list(numpy["breakdown"]) == ["interpreter", "imports", "data", "build", "compile",
+                                        "training", "evaluation", "exit"]
+    for row in (numpy, ours):
+        assert all(seconds >= 0 for seconds in row["breakdown"].values()), row["breakdown"]
+        assert sum(row["breakdown"].values()) == pytest.approx(row["wall_s"], abs=1e-3)
+        assert 0.0 <= row["test_accuracy"] <= 1.0
+    assert ours["beyond_keras_s"] == pytest.approx(
+        ours["wall_s"] - rows["import keras (tensorflow)"]["wall_s"])
+    assert summary["goals"]["fastest_backend"] == "tensorflow"

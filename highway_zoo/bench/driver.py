@@ -7,6 +7,8 @@ them to `main(...)` below. The driver gives it:
 - `run_child(module, spec)`: `python -m module --child '<spec as JSON>'` in a fresh process,
   which calls the module's `measure(**spec)` and prints its result as the last stdout line
   (JSON); a failing child raises `MeasurementFailed` naming the command and its last error line;
+- `timed_process(command, env)`: a command as it is, in a fresh process: its wall clock
+  from before the start to the exit, and its output (whole processes, start-up included);
 - `interleaved(plan, repeats, measure)`: every measurement of a plan, repeat after repeat
   (a noisy spell on a shared machine hits every configuration alike), with a progress line each;
 - `median_of` / `medians`: medians over repeats;
@@ -62,6 +64,31 @@ def run_child(module: str, spec: dict, timeout: float | None = None,
     shown = f"`{prefix}python -m {module} --child {shlex.quote(command[-1])}`"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": backend,
            **jax_cache.environment(None), **(env or {})}
+    proc = _completed(command, shown, env, cwd, timeout)
+    lines = proc.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise MeasurementFailed(f"{shown} printed no JSON result on its last line: "
+                                f"{lines[-1] if lines else 'no output'!r}") from None
+
+
+def timed_process(command: Sequence[str], env: dict[str, str] | None = None,
+                  timeout: float | None = None, cwd: str | Path | None = None
+                  ) -> tuple[float, str]:
+    """Runs `command` as it is, in a fresh process (in `cwd`, default the repository root,
+    with `env` added to this process's environment): its wall-clock seconds, from before the
+    process is started to its exit, and its stdout. Failing, or running past `timeout`
+    seconds, raises `MeasurementFailed` in one line, as `run_child` does."""
+    shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+    shown = f"`{shown + ' ' if shown else ''}{shlex.join(command)}`"
+    start = time.perf_counter()
+    proc = _completed(list(command), shown, {**os.environ, **(env or {})}, cwd, timeout)
+    return time.perf_counter() - start, proc.stdout
+
+
+def _completed(command: list[str], shown: str, env: dict[str, str],
+               cwd: str | Path | None, timeout: float | None) -> subprocess.CompletedProcess:
     try:
         proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env,
                               cwd=ROOT if cwd is None else cwd, timeout=timeout)
@@ -72,12 +99,7 @@ def run_child(module: str, spec: dict, timeout: float | None = None,
         raise MeasurementFailed(
             f"{shown} exited with status {proc.returncode}: "
             f"{lines[-1] if lines else 'no error output'} (run it by hand for the traceback)")
-    lines = proc.stdout.strip().splitlines()
-    try:
-        return json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        raise MeasurementFailed(f"{shown} printed no JSON result on its last line: "
-                                f"{lines[-1] if lines else 'no output'!r}") from None
+    return proc
 
 
 def serve_child(measure: Callable[..., dict], spec: str) -> int:

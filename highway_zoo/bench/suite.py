@@ -4,9 +4,10 @@ JSON written to one directory.
 The quick set (the default) runs every script once, with fewer depths, repeats and steps:
 about 20 minutes, estimated from its parts (not yet timed whole since the backends joined;
 the previous quick set took 26 minutes with the cores shared). The full set (`--full`) is what
-the README quotes: about 1 h 55 min, from its parts measured 2026-11-23 on the idle machine
-(headline 50 minutes, wide 8, conv 8 + 9, start-up about 25 estimated for three backends,
-serving and pipeline a few; trial_memory 5, timed 2026-11-25); longer when shared.
+the README quotes: about 2 h, from its parts measured 2026-11-23 on the idle machine (headline
+50 minutes, wide 8, conv 8 + 9, start-up about 25 estimated for three backends, serving and
+pipeline a few; trial_memory 5, timed 2026-11-25; whole_process about 4, estimated: 8
+processes a repeat, 3 repeats); longer when shared.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ QUICK = [
     ("pipeline", "pipeline", ["--models", "highway_fc50_mnist:128", "--repeats", "1",
                               "--epochs", "1"]),
     ("trial_memory", "trial_memory", ["--depths", "10", "--trials", "8"]),
+    ("whole_process", "whole_process", ["--repeats", "1"]),
 ]
 FULL = [
     ("headline", "headline", []),
@@ -45,11 +47,12 @@ FULL = [
     ("serving", "serving", ["--random-weights"]),
     ("pipeline", "pipeline", []),
     ("trial_memory", "trial_memory", []),
+    ("whole_process", "whole_process", []),
 ]
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).
 DURATION_QUICK = "about 20 minutes on this 2-core machine, estimated"
-DURATION_FULL = "about 1 h 55 min on this 2-core machine"
+DURATION_FULL = "about 2 h on this 2-core machine"
 
 
 def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None):
