@@ -299,13 +299,9 @@ def per_unit(values, channel_axis: int = -1) -> np.ndarray:
     return values.mean(axis=tuple(range(1, values.ndim - 1))) if values.ndim > 2 else values
 
 
-def transform_bias(layer) -> np.ndarray:
-    """b_T as NumPy; NaN for variants without a transform gate (T is the constant 1)."""
-    return transform_biases([layer])[0]
-
-
 def transform_biases(layers: list) -> list[np.ndarray]:
-    """`transform_bias` of each layer, reading each stack's `(depth, d)` b_T once."""
+    """Each layer's b_T as NumPy (NaN for variants without a transform gate: T is the
+    constant 1), reading each stack's `(depth, d)` b_T once."""
     stacked: dict[int, np.ndarray | None] = {}
     result = []
     for layer in layers:
