@@ -15,10 +15,11 @@ def _sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def numpy_embedder(layer, chars):
+def numpy_embedder(layer, chars, conv_activation=np.tanh):
     """The layer's function written out with loops: embedding, padding zeroed, each width's
     windows inside the token only (the first window for a token shorter than the width),
-    tanh, max, then highway layers y = H·T + x·(1 - T) (coupled) or the variant's formula."""
+    the convolution's activation (tanh), max, then highway layers y = H·T + x·(1 - T)
+    (coupled) or the variant's formula."""
     table = keras.ops.convert_to_numpy(layer.embedding.embeddings)
     flat = chars.reshape(-1, chars.shape[-1])
     out = []
@@ -29,7 +30,7 @@ def numpy_embedder(layer, chars):
         for conv, k in zip(layer.convolutions, layer.kernel_sizes):
             kernel, bias = (keras.ops.convert_to_numpy(w) for w in conv.weights)
             windows = range(0, max(n - k, 0) + 1)
-            values = [np.tanh(np.einsum("kc,kcf->f", emb[p:p + k], kernel) + bias)
+            values = [conv_activation(np.einsum("kc,kcf->f", emb[p:p + k], kernel) + bias)
                       for p in windows]
             pooled.append(np.max(values, axis=0))
         x = np.concatenate(pooled)
@@ -81,6 +82,21 @@ def test_matches_numpy_reference(variant):
     got = keras.ops.convert_to_numpy(layer(chars))
     assert got.shape == (2, 3, sum(FILTERS))
     np.testing.assert_allclose(got, numpy_embedder(layer, chars), rtol=1e-5, atol=1e-5)
+
+
+def test_an_activation_that_can_decrease_is_applied_to_every_window_before_the_max():
+    """SiLU decreases below z = -1.28: with the convolutions' biases at -3 the max of SiLU over
+    the windows is SiLU of the smallest z, not of the largest (what pooling first would give)."""
+    layer = _layer(highway_layers=0, conv_activation="silu")
+    for conv in layer.convolutions:
+        kernel, bias = conv.get_weights()
+        conv.set_weights([kernel, np.full_like(bias, -3.0)])
+    chars = _chars()
+    got = keras.ops.convert_to_numpy(layer(chars))
+    silu = lambda z: z / (1.0 + np.exp(-z))  # noqa: E731
+    np.testing.assert_allclose(got, numpy_embedder(layer, chars, silu), rtol=1e-5, atol=1e-6)
+    pooled_first = numpy_embedder(layer, chars, lambda z: z)
+    assert np.abs(got[0, 0] - silu(pooled_first[0, 0])).max() > 1e-3
 
 
 def test_padding_never_wins_the_max():
