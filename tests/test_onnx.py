@@ -32,6 +32,10 @@ from zoo.char_lm import END_CHAR, EOS, PAD_CHAR, START_CHAR, UNK
 from zoo.serving.saved_model import variables_sha256
 from zoo.serving.signatures import highway_layers
 
+# Every family converted by tf2onnx and run by onnxruntime: about a minute on 2 cores, so
+# `make test` leaves it to `make test-slow` (CI runs both).
+pytestmark = pytest.mark.slow
+
 FC = "highway_fc10_mnist"
 LM = "lstm_char_small_ptb"
 MODELS = one_per_family()
