@@ -348,14 +348,55 @@ def test_every_script_runs_through_the_driver(name, monkeypatch):
     assert "subprocess" not in source and "--child" not in source  # only the driver's
     # the quick set runs every script too, and every entry's arguments parse
     assert name in {script for script, _, _ in suite.QUICK}
-    for script, _, args in suite.QUICK + suite.FULL:
+    for script, _, args in suite.QUICK + suite.FULL + suite.GPU:
         if script == name:
             p.parse_args(args)
 
 
 def test_the_suite_writes_one_results_file_per_entry():
-    for plan in (suite.QUICK, suite.FULL):
+    for plan in (suite.QUICK, suite.FULL, suite.GPU):
         assert len({result for _, result, _ in plan}) == len(plan)
+    # the GPU set's results sit beside the CPU ones and never replace them
+    gpu = {result for _, result, _ in suite.GPU}
+    assert all(r.startswith("gpu_") for r in gpu)
+    assert not gpu & {result for _, result, _ in suite.FULL}
+
+
+def _fake_nvidia_smi(directory, names):
+    """An `nvidia-smi` on PATH that lists `names` as `--query-gpu=name` does."""
+    script = directory / "nvidia-smi"
+    script.write_text("#!/bin/sh\n" + "".join(f"echo '{n}'\n" for n in names))
+    script.chmod(0o755)
+    return f"{directory}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_the_gpu_set_needs_a_gpu_and_names_it_in_every_result(tmp_path, monkeypatch):
+    # This machine has no NVIDIA GPU (CI neither): refused in one line, nothing written.
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi at all
+    assert driver.gpu_names() == []
+    with pytest.raises(ValueError, match="needs an NVIDIA GPU"):
+        suite.run(gpu=True, out_dir=tmp_path / "out")
+    with pytest.raises(ValueError, match="choose one"):
+        suite.run(gpu=True, full=True, out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    # Where nvidia-smi lists GPUs, the machine line names them (a real child process).
+    monkeypatch.setenv("PATH", _fake_nvidia_smi(tmp_path, ["NVIDIA H200", "NVIDIA H200"]))
+    assert driver.gpu_names() == ["NVIDIA H200", "NVIDIA H200"]
+    assert driver.machine().endswith(", NVIDIA H200, NVIDIA H200")
+
+
+def test_a_gpu_row_keeps_its_device_and_float32_settings():
+    precision = {"jax_default_matmul_precision": None}
+    runs = [{"backend": "jax", "params": 7, "first_train_step_s": 1.0,
+             "train_images_per_s": v, "inference_images_per_s": 2 * v, "batch_size": 128,
+             "input_shape": [8, 8, 3], "forward_flops_per_image": 1e9, "conv_gflops": 1e5,
+             "device": "NVIDIA H200", "float32_precision": precision,
+             "reference_conv": [128, 56, 56, 128, 128]} for v in (100.0, 300.0, 200.0)]
+    row = conv.summarise("net", runs)
+    assert row["device"] == "NVIDIA H200" and row["float32_precision"] == precision
+    assert row["reference_conv"] == [128, 56, 56, 128, 128]
+    assert row["train_images_per_s"] == 200.0
+    assert "| net | jax | NVIDIA H200 | 128 |" in conv.format_table([row])
 
 
 # -- conv: FLOPs, GFLOP/s, the ImageNet nets -------------------------------------------------
@@ -418,8 +459,8 @@ def test_conv_summary_gflops_and_fractions_of_the_convolution_rate():
     # the fraction is each run's against its own convolution rate, then the median
     assert row["train_fraction_of_conv"] == statistics.median([0.3, 1.2, 1.5])
     assert row["inference_fraction_of_conv"] == statistics.median([0.4, 0.6, 1.0])
-    assert ("| net | tensorflow | 32 | 7 | 1 | 1.00 | 20.0 | 60.0 | 40.0 | 40.0 | 60 | 120% | "
-            "60% |") in conv.format_table([row])
+    assert ("| net | tensorflow | CPU | 32 | 7 | 1 | 1.00 | 20.0 | 60.0 | 40.0 | 40.0 | 60 | "
+            "120% | 60% |") in conv.format_table([row])
 
 
 def test_conv_models_take_a_batch_each_and_bad_ones_are_refused(capsys):

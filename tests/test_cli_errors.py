@@ -136,3 +136,23 @@ def test_read_only_places_are_one_line(capsys, tmp_path, read_only, exported):
     _one_line_error(capsys, ["analyze", FC, "--weights", str(run_dir), "--examples", "8",
                              "--out", str(tmp_path / "analysis")],
                     f"Weights file {weights} has sha256", "truncated")
+
+
+def test_keras_falling_back_to_a_missing_tensorflow_is_one_line(tmp_path):
+    """A machine with JAX and PyTorch but no TensorFlow (the GPU machines), KERAS_BACKEND
+    unset: Keras falls back to TensorFlow and fails to import; the command says what to set.
+    A fresh process in which `import tensorflow` fails as it does where it is not installed."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['tensorflow'] = None\n"  # ModuleNotFoundError on import
+            "from highway_zoo.cli import main; sys.exit(main(['bench', '--only', 'headline']))")
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env["KERAS_HOME"] = str(tmp_path)  # no keras.json naming another backend
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=Path(__file__).resolve().parent.parent, timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("highway-zoo bench: error: Keras's backend is TensorFlow")
+    assert "set KERAS_BACKEND=jax or torch" in lines[0]

@@ -15,7 +15,9 @@ the same batch size, `--steps` timed calls each (fewer, at least one, once they 
 `--max-seconds`: an ImageNet net's training step takes seconds here). The same process then
 times the machine's own 3x3 convolution rate: `tf.nn.conv2d` in a `tf.function`, a batch of
 32 28x28x128 maps to 128 channels ("same" padding, 7.4 GFLOP a call; median of 10 calls after
-3 warm-up calls) on TensorFlow, the same convolution in the backend's own framework elsewhere.
+3 warm-up calls) on TensorFlow, the same convolution in the backend's own framework elsewhere;
+on a GPU, 16x that (batch 128 of 56x56x128 maps: `backends.REFERENCE_CONV_ACCELERATOR`), with
+the GPU's name, its float32 settings and the peak GPU memory recorded in every run.
 
 FLOPs, counted from the model as built: a forward pass costs, per image, the sum over every
 layer with a `kernel` (Conv2D, Dense, HighwayConv2D with its fused [H | T] kernel,
@@ -114,7 +116,19 @@ def measure(name: str, batch_size: int, steps: int, input_size: int | None = Non
             "train_steps": len(train), "inference_steps": len(infer),
             "batch_size": batch_size, "input_shape": list(shape),
             "forward_flops_per_image": forward_flops(model),
-            "conv_gflops": backends.conv_gflops(keras.backend.backend())}
+            "conv_gflops": backends.conv_gflops(keras.backend.backend()),
+            **_device(keras.backend.backend())}
+
+
+def _device(backend: str) -> dict:
+    """Where a run computed: the GPU's name, its float32 settings, the reference convolution's
+    shape and the peak GPU memory (nothing beyond the shape on a CPU)."""
+    name = backends.accelerator(backend)
+    if name is None:
+        return {"reference_conv": list(backends.REFERENCE_CONV)}
+    return {"device": name, "float32_precision": backends.float32_precision(backend),
+            "reference_conv": list(backends.reference_conv(backend)),
+            "device_peak_mb": backends.device_peak_mb(backend)}
 
 
 def summarise(name: str, runs: list[dict]) -> dict:
@@ -131,7 +145,9 @@ def summarise(name: str, runs: list[dict]) -> dict:
                                    "inference_images_per_s")),
            "batch_size": runs[0]["batch_size"], "input_shape": runs[0]["input_shape"],
            "forward_flops_per_image": forward, "train_flops_per_image": flops["train"],
-           "conv_gflops": driver.median_of(runs, "conv_gflops")}
+           "conv_gflops": driver.median_of(runs, "conv_gflops"),
+           **{key: runs[0][key] for key in ("device", "float32_precision", "reference_conv")
+              if key in runs[0]}}
     for kind in ("train", "inference"):
         row[f"{kind}_gflops"] = driver.median_of(runs, lambda r, k=kind: gflops(r, k))
         row[f"{kind}_fraction_of_conv"] = driver.median_of(
@@ -142,11 +158,11 @@ def summarise(name: str, runs: list[dict]) -> dict:
 
 def format_table(rows: list[dict]) -> str:
     return driver.table(
-        ["model", "backend", "batch", "params", "GFLOP/image (fwd)", "first step (s)",
+        ["model", "backend", "device", "batch", "params", "GFLOP/image (fwd)", "first step (s)",
          "train img/s", "train GFLOP/s", "inference img/s", "inference GFLOP/s", "3x3 conv GFLOP/s",
          "train / conv", "inference / conv"],
-        [":---", ":---", *["---:"] * 11],
-        [[r["model"], r["backend"], r["batch_size"], f"{r['params']:,}",
+        [":---", ":---", ":---", *["---:"] * 11],
+        [[r["model"], r["backend"], r.get("device", "CPU"), r["batch_size"], f"{r['params']:,}",
           f"{r['forward_flops_per_image'] / 1e9:.3g}", f"{r['first_train_step_s']:.2f}",
           f"{r['train_images_per_s']:.1f}", f"{r['train_gflops']:.1f}",
           f"{r['inference_images_per_s']:.1f}", f"{r['inference_gflops']:.1f}",

@@ -190,8 +190,22 @@ def memory_mb(field: str = "VmHWM") -> float:
 
 
 def machine() -> str:
-    return (f"{platform.machine()}, {os.cpu_count()} cores, "
+    """The CPU, its cores, Python, and the GPUs (`nvidia-smi`'s names) where there are any."""
+    text = (f"{platform.machine()}, {os.cpu_count()} cores, "
             f"{platform.python_implementation()} {platform.python_version()}")
+    gpus = gpu_names()
+    return f"{text}, {', '.join(gpus)}" if gpus else text
+
+
+def gpu_names() -> list[str]:
+    """The NVIDIA GPUs `nvidia-smi` lists (no framework imported); [] where there is none."""
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in proc.stdout.splitlines() if line.strip()] if (
+        proc.returncode == 0) else []
 
 
 def write_results(path: Path, summary: dict) -> None:

@@ -86,6 +86,11 @@ def measure(name: str, depth: int, data_file: str, options: dict) -> dict:
     cached = len(os.listdir(cache)) if cache and os.path.isdir(cache) else 0
     result = train(name, data, depth=depth, **options)
     result["compilation_cache_entries_at_start"] = cached
+    framework = IMPLEMENTATIONS[name].framework
+    if framework != "numpy" and backends.accelerator(framework):  # a GPU run
+        result.update(device=backends.accelerator(framework),
+                      float32_precision=backends.float32_precision(framework),
+                      device_peak_mb=backends.device_peak_mb(framework))
     peak = driver.memory_mb("VmHWM")
     return {**result, "peak_rss_mb": peak, "baseline_rss_mb": baseline,
             "train_mem_mb": max(peak - baseline, 0.0)}
@@ -108,6 +113,8 @@ def summarise(name: str, depth: int, runs: list[dict]) -> dict:
         "depth": depth,
         "repeats": len(runs),
         "params": runs[0]["params"],
+        **({"device": runs[0]["device"], "float32_precision": runs[0]["float32_precision"]}
+           if "device" in runs[0] else {}),
         "to_first_step_s": driver.median_of(runs, lambda r: r["build_s"] + r["first_step_s"]),
         "steady_steps_per_s": driver.median_of(runs, steady_steps_per_s),
         "epoch_steps_per_s": driver.median_of(runs, epoch_steps_per_s),
@@ -159,16 +166,17 @@ def memory_per_layer(rows: list[dict], batch_size: int) -> dict[str, dict]:
 
 
 def format_tables(summary: dict) -> str:
-    rows = [[r["depth"], r["implementation"], f"{r['to_first_step_s']:.2f}",
+    rows = [[r["depth"], r["implementation"], r.get("device", "CPU"),
+             f"{r['to_first_step_s']:.2f}",
              f"{r['steady_steps_per_s']:.0f}", f"{r['epoch_steps_per_s']:.0f}",
              f"{r['total_s']:.2f}", f"{r['final_loss']:.3f}", f"{r['test_accuracy']:.3f}",
              f"{r['train_mem_mb']:.0f}"] for r in summary["results"]]
-    rows += [[s["depth"], s["implementation"], f"not run: {s['reason']}", *[""] * 6]
+    rows += [[s["depth"], s["implementation"], "", f"not run: {s['reason']}", *[""] * 6]
              for s in summary["skipped"]]
     lines = [driver.table(
-        ["depth", "implementation", "to first step (s)", "steps/s", "steps/s per epoch",
+        ["depth", "implementation", "device", "to first step (s)", "steps/s", "steps/s per epoch",
          "total (s)", "final loss", "test acc", "train mem (MB)"],
-        ["---:", ":---", *["---:"] * 7], rows)]
+        ["---:", ":---", ":---", *["---:"] * 7], rows)]
     if summary["ratios"]:
         lines += ["", driver.table(
             ["depth", "highway-zoo", "vs", "total time (ours/theirs)",

@@ -16,6 +16,8 @@ import importlib
 import time
 from pathlib import Path
 
+from highway_zoo.bench import driver
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 # (script, its results file, arguments): the quick set measures every kind of number once,
@@ -49,29 +51,60 @@ FULL = [
     ("trial_memory", "trial_memory", []),
     ("whole_process", "whole_process", []),
 ]
+# The set for a machine with a GPU (`--gpu`), where JAX and PyTorch run and TensorFlow is not
+# installed (the GPU machines this project borrows): the headline experiment at depth 30 on
+# each, the 1000-layer net (2 epochs: Keras on PyTorch runs it op by op) and the ImageNet nets'
+# training images/s at batch 128 against the GPU's own 3x3 convolution rate. It writes
+# gpu_*.json beside the CPU results. On one H200 (2026-11-26) the three took 163 s, 147 s and
+# 154 s: about 8 minutes, inside the 10 a lent GPU machine gives one command.
+GPU_IMPLEMENTATIONS = "numpy,pytorch,highway_zoo_jax,highway_zoo_jax_cached,highway_zoo_torch"
+GPU = [
+    ("headline", "gpu_headline", ["--implementations", GPU_IMPLEMENTATIONS, "--depths", "30",
+                                  "--repeats", "3", "--timeout", "300"]),
+    ("headline", "gpu_headline_1000", ["--implementations", GPU_IMPLEMENTATIONS,
+                                       "--depths", "1000", "--epochs", "2", "--repeats", "1",
+                                       "--timeout", "300"]),
+    ("conv", "gpu_conv_imagenet", ["--models", IMAGENET_CONV.replace(":32", ":128"),
+                                   "--backends", "jax,torch", "--steps", "10",
+                                   "--max-seconds", "10", "--repeats", "1"]),
+]
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).
 DURATION_QUICK = "about 20 minutes on this 2-core machine, estimated"
 DURATION_FULL = "about 2 h on this 2-core machine"
 
 
-def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None):
-    """Runs the quick (or full) set; results go to `out_dir` (default: bench/results for the
-    full set, ./bench_results for the quick one, so a quick run never replaces the README's)."""
-    plan = FULL if full else QUICK
+def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None,
+        gpu: bool = False):
+    """Runs the quick (or full, or GPU) set; results go to `out_dir` (default: bench/results
+    for the full and GPU sets, ./bench_results for the quick one, so a quick run never replaces
+    the README's). The GPU set refuses, in one line, a machine without a GPU."""
+    if full and gpu:
+        raise ValueError("--full and --gpu are two sets: choose one")
+    if gpu and not driver.gpu_names():
+        raise ValueError("--gpu needs an NVIDIA GPU (nvidia-smi lists none here); "
+                         "run the quick or --full set on a CPU")
+    plan = GPU if gpu else FULL if full else QUICK
     if only:
         unknown = sorted(set(only) - set(SCRIPTS))
         if unknown:
             raise ValueError(f"unknown benchmark(s) {unknown}; choose from "
                              f"{', '.join(SCRIPTS)}")
         plan = [entry for entry in plan if entry[0] in only]
-    out = Path(out_dir) if out_dir else (RESULTS if full else Path("bench_results"))
+    out = Path(out_dir) if out_dir else (RESULTS if full or gpu else Path("bench_results"))
     started = time.perf_counter()
+    failed = []
     for script, result, args in plan:
         print(f"\n== highway_zoo.bench.{script} {' '.join(args)}", flush=True)
         module = importlib.import_module(f"highway_zoo.bench.{script}")
-        status = module.main([*args, "--out", str(out / f"{result}.json")])
+        # One failed measurement costs its own script's results, not the rest of the set.
+        try:
+            status = module.main([*args, "--out", str(out / f"{result}.json")])
+        except driver.MeasurementFailed as error:
+            print(f"{result}: {error}", flush=True)
+            status = 1
         if status:
-            return status
-    print(f"\nbenchmarks done in {time.perf_counter() - started:.0f} s; results in {out}/")
-    return 0
+            failed.append(result)
+    print(f"\nbenchmarks done in {time.perf_counter() - started:.0f} s; results in {out}/"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0

@@ -194,14 +194,25 @@ def main(argv: list[str] | None = None) -> int:
     command = _command(argv)
     # The parsers import no Keras: `--help` and usage errors answer before TensorFlow loads.
     args = build_parser(command).parse_args(argv)
+    prog = f"highway-zoo {args.command}"
     if args.command not in LIGHT:
         from training import jax_cache
 
         jax_cache.use_by_default()  # before JAX is imported: it reads its environment then
-        import_backend_quietly()  # before the command's function imports them
+        try:
+            import_backend_quietly()  # before the command's function imports them
+        except ModuleNotFoundError as err:
+            if (err.name or "").split(".")[0] != "tensorflow":
+                raise
+            # Keras falls back to TensorFlow when no backend is named (a GPU machine with JAX
+            # and PyTorch only, say).
+            print(f"{prog}: error: Keras's backend is TensorFlow (KERAS_BACKEND is "
+                  f"{os.environ.get('KERAS_BACKEND', 'unset')}), which is not installed: "
+                  "install the project (pip install highway-zoo) or set KERAS_BACKEND=jax "
+                  "or torch", file=sys.stderr)
+            return 2
         if process:
             timeline.mark("keras")
-    prog = f"highway-zoo {args.command}"
     try:
         with _sigterm_interrupts():
             return args.call(args) or 0

@@ -14,6 +14,9 @@ def _arguments(p) -> None:
                      f"({DURATION_FULL}).")
     p.add_argument("--full", action="store_true",
                    help="the full set the README quotes (writes bench/results)")
+    p.add_argument("--gpu", action="store_true",
+                   help="the set for a machine with a GPU (JAX and PyTorch; writes "
+                   "bench/results/gpu_*.json)")
     add_list(p, "--only", choices=SCRIPTS,
              help="a subset of the benchmarks (default: all)")
     p.add_argument("--out", metavar="DIR", help="results directory (default ./bench_results "
@@ -23,7 +26,7 @@ def _arguments(p) -> None:
 def bench(args) -> int:
     from highway_zoo.bench.suite import run
 
-    return run(full=args.full, out_dir=args.out, only=args.only)
+    return run(full=args.full, out_dir=args.out, only=args.only, gpu=args.gpu)
 
 
 COMMANDS = {"bench": (_arguments, bench)}

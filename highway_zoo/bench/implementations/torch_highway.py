@@ -5,6 +5,8 @@ The network as a user would write it: an `nn.Module` per coupled highway block w
 `y = x + T * (H - x)`, between a Linear 784 -> width + tanh stem and a Linear width -> 10 head
 giving logits; `F.cross_entropy` on the logits, `torch.optim.Adam(eps=1e-7)` and
 `torch.nn.utils.clip_grad_norm_` on the whole gradient before each step. No `torch.compile`.
+On a machine with a CUDA GPU the model and data live there (what a PyTorch user does); timings
+wait for the GPU at the end of every epoch.
 
 Initialisation: every weight matrix uniform(+-1/sqrt(fan_in)) (what `nn.Linear`'s default
 gives its weights), biases zero, the gates' biases `transform_bias`, all drawn from a
@@ -144,13 +146,16 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
     """Trains the headline network on `data` (`x_train`, `y_train`, `x_test`, `y_test`);
     returns timings, the last epoch's mean loss and the test accuracy."""
     _set_threads()
-    x_train = torch.as_tensor(np.ascontiguousarray(data["x_train"], dtype=np.float32))
-    y_train = torch.as_tensor(np.asarray(data["y_train"], dtype=np.int64))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    x_train = torch.as_tensor(np.ascontiguousarray(data["x_train"], dtype=np.float32),
+                              device=device)
+    y_train = torch.as_tensor(np.asarray(data["y_train"], dtype=np.int64), device=device)
     n = len(x_train)
     steps_per_epoch = math.ceil(n / batch_size)
 
     start = time.perf_counter()
     model = build_model(depth, width, transform_bias, seed, n_inputs=x_train.shape[1])
+    model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, betas=(0.9, 0.999),
                                  eps=1e-7)
     build_s = time.perf_counter() - start
@@ -164,8 +169,8 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
             break
         epoch_start = time.perf_counter()
         batch_ends = []
-        order = torch.randperm(n, generator=generator)
-        loss_sum, seen = torch.zeros(()), 0
+        order = torch.randperm(n, generator=generator).to(device)
+        loss_sum, seen = torch.zeros((), device=device), 0
         for begin in range(0, n, batch_size):
             index = order[begin:begin + batch_size]
             xb, yb = x_train[index], y_train[index]
@@ -175,6 +180,8 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
             nn.utils.clip_grad_norm_(model.parameters(), clipnorm)
             optimizer.step()
             steps += 1
+            if first_step_s is None and device.type == "cuda":
+                torch.cuda.synchronize()  # the first step's time is its kernels' too
             batch_ends.append(time.perf_counter())
             if first_step_s is None:
                 first_step_s = batch_ends[0] - loop_start
@@ -183,12 +190,14 @@ def train(data: dict, depth: int, width: int = 50, epochs: int = 12, batch_size:
             seen += len(index)
             if max_steps is not None and steps >= max_steps:
                 break
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         epoch_s.append(time.perf_counter() - epoch_start)
         step_s.append(steady_step_s(batch_ends, epoch_s[-1]))
         final_loss = float(loss_sum) / seen if seen else float("nan")
 
-    x_test = torch.as_tensor(np.asarray(data["x_test"], dtype=np.float32))
-    y_test = torch.as_tensor(np.asarray(data["y_test"], dtype=np.int64))
+    x_test = torch.as_tensor(np.asarray(data["x_test"], dtype=np.float32), device=device)
+    y_test = torch.as_tensor(np.asarray(data["y_test"], dtype=np.int64), device=device)
     return {
         "build_s": build_s,
         "first_step_s": first_step_s if first_step_s is not None else float("nan"),
