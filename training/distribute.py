@@ -1,6 +1,7 @@
 """Training on more than one device, and on more than one machine.
 
-`highway-zoo train NAME --strategy S` picks a `tf.distribute` strategy:
+`highway-zoo train NAME --strategy S` picks a `tf.distribute` strategy (TensorFlow) or Keras's
+`keras.distribution` (JAX):
 
 - `default`: one device (TensorFlow's default strategy; on the JAX and PyTorch backends,
   `SingleDevice`: the backend's default device, no tf.distribute).
@@ -11,6 +12,8 @@
 - `multiworker`: `tf.distribute.MultiWorkerMirroredStrategy`, TensorFlow's own
   distributed runtime: one process per machine (a *worker*), synchronous data-parallel
   training with collective all-reduce, configured by the `TF_CONFIG` environment variable.
+- `data_parallel`: Keras's `keras.distribution.DataParallel` on the JAX backend, over the
+  local devices and over several processes (below).
 
 Batch and learning rate: `--batch-size` is the GLOBAL batch, split evenly over all
 replicas (replicas = devices per worker x workers), so the recipe's batch 100 means 100
@@ -46,11 +49,48 @@ workers can share it, with ports on 127.0.0.1 (the tests do this). If one worker
 worker stopped": fix the cause and start all again.
 
 Backends: `mirrored` and `multiworker` are TensorFlow's own (tf.distribute) and need
-`KERAS_BACKEND=tensorflow`; on JAX and PyTorch they (and `--cpu-devices`) are refused with a
-one-line `ValueError` that says so. (On JAX, Keras's own `keras.distribution.DataParallel`
-distributes data-parallel training; highway-zoo does not wire it in.) tf.data still reads
-the data on every backend, as `Model.fit` takes it everywhere; TensorFlow is imported here
-only where a strategy of its own is made or inspected.
+`KERAS_BACKEND=tensorflow`; on JAX and PyTorch they are refused with a one-line `ValueError`
+that says so. tf.data reads the data only on TensorFlow (and for ImageNet); TensorFlow is
+imported here only where a strategy of its own is made or inspected.
+
+`data_parallel` (JAX only): Keras's own `keras.distribution`, as its distribution guide for
+JAX and keras-hub's multi-device examples use it. `keras.distribution.DataParallel` over every
+device of every process (the GPUs, or without them the host CPU's devices: `--cpu-devices N`
+makes N of them, JAX's `jax_num_cpu_devices`, set before JAX starts), made the process's
+distribution with `keras.distribution.set_distribution`: the variables are replicated, each
+global batch is sharded along the batch axis, and XLA all-reduces the gradients. Several
+processes (one per machine, or several on one) are joined by `keras.distribution.initialize`
+(`jax.distributed`) from Keras's own environment variables, which it reads itself::
+
+    # machine 0 (the coordinator: writes the run directory)
+    export KERAS_DISTRIBUTION_JOB_ADDRESSES=host0:12345   # process 0's host:port first
+    export KERAS_DISTRIBUTION_NUM_PROCESSES=2
+    export KERAS_DISTRIBUTION_PROCESS_ID=0
+    highway-zoo train highway_cifar10 --strategy data_parallel --out runs/c10-dp
+
+    # machine 1: the same, with KERAS_DISTRIBUTION_PROCESS_ID=1
+
+Why environment variables and not flags: they are the names Keras documents (and a cluster's
+launch script sets), every process runs the same command, as with `TF_CONFIG`, and the
+command line stays the same for one process or many. Each process reads the whole dataset in
+the same seeded order and feeds its contiguous share of each global batch (process i: the
+i-th of P equal slices, as Keras's own tf.data sharding does); JAX assembles the global batch
+from the shares (`jax.make_array_from_process_local_data`), so the run trains on the same
+batches as on one device. The run directory is the multi-worker one: process 0 writes
+`run.json`, the history, the checkpoints, the gate summaries and the final files; process
+i > 0 writes its own checkpoints, status and final weights under `<out>/workers/<i>/`
+(saving builds Keras variables, which every process must do together); on a restart the
+processes agree on the newest checkpoint they all have. On CPU, JAX's cross-process
+collectives are gloo's (`jax_cpu_collectives_implementation`, set here).
+
+Refused with one line (`ValueError`): a device count that does not divide the global batch
+(or an epoch's last, smaller batch, or the test split's); a coordinator address that is not
+`host:port`, whose host does not resolve, or, for process 0 (which runs the coordinator
+there), that is not an address of this machine (on one machine: 127.0.0.1 or localhost);
+`data_parallel` on TensorFlow or PyTorch; several processes with a dataset read by tf.data
+(ImageNet). What cannot work: a process > 0 whose coordinator never comes up waits JAX's
+five minutes before it fails; a process that dies mid-run stops the others only when JAX's
+collectives notice (start all again with the same command, and they resume together).
 
 Keras 3.15 and MultiWorkerMirroredStrategy: `Model.fit` fails out of the box
 (keras-team/keras#20585: it all-reduces a nested data batch to build the model, and
@@ -62,12 +102,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
+import socket
 import sys
 from typing import Any
 
-STRATEGIES = ("default", "mirrored", "multiworker")
+STRATEGIES = ("default", "mirrored", "multiworker", "data_parallel")
+# Keras's own names (keras.distribution.initialize reads them).
+JOB_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
+NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
 
 
 def backend() -> str:
@@ -106,11 +152,33 @@ class SingleDevice:
         return f"SingleDevice(backend={self.backend!r})"
 
 
+class JaxDataParallel:
+    """The `data_parallel` strategy: Keras's `keras.distribution.DataParallel` on JAX, over
+    every device of every process, set as the process's distribution (Keras's JAX trainer
+    reads it in `fit`); the few members of a `tf.distribute.Strategy` that training uses."""
+
+    def __init__(self, distribution):
+        self.distribution = distribution
+        self.num_replicas_in_sync = int(distribution.device_mesh.devices.size)
+        self.processes = distribution.num_processes
+        self.process_index = distribution.data_shard_id  # DataParallel: the process's id
+
+    def scope(self):
+        return contextlib.nullcontext()  # set process-wide: fit runs outside any scope
+
+    def devices(self) -> list[str]:
+        return [str(d) for d in self.distribution.device_mesh.devices.flatten()]
+
+    def __repr__(self) -> str:
+        return (f"JaxDataParallel(devices={self.num_replicas_in_sync}, "
+                f"processes={self.processes})")
+
+
 def _not_on_this_backend(what: str) -> ValueError:
     name = backend()
     instead = (
-        " (On JAX, Keras's own keras.distribution.DataParallel distributes data-parallel "
-        "training; highway-zoo does not wire it in.)" if name == "jax"
+        " (On JAX, --strategy data_parallel trains data-parallel with Keras's "
+        "keras.distribution.DataParallel.)" if name == "jax"
         else " (highway-zoo has no multi-device training on PyTorch.)" if name == "torch"
         else ""
     )
@@ -118,6 +186,17 @@ def _not_on_this_backend(what: str) -> ValueError:
         f"{what} is TensorFlow's tf.distribute and needs KERAS_BACKEND=tensorflow; this process "
         f"runs Keras on {name}. Train with KERAS_BACKEND=tensorflow, or on one device with "
         f"--strategy default.{instead}"
+    )
+
+
+def _data_parallel_needs_jax() -> ValueError:
+    name = backend()
+    instead = ("--strategy mirrored (local devices) or multiworker (TF_CONFIG)"
+               if name == "tensorflow" else "--strategy default (one device)")
+    return ValueError(
+        "--strategy data_parallel is Keras's keras.distribution on JAX and needs "
+        f"KERAS_BACKEND=jax; this process runs Keras on {name}. Use KERAS_BACKEND=jax, or "
+        f"{instead}."
     )
 
 
@@ -143,15 +222,19 @@ def versions() -> dict[str, str]:
 
 
 def set_cpu_devices(count: int) -> None:
-    """Splits the host CPU into `count` logical devices (for MirroredStrategy without GPUs).
+    """Splits the host CPU into `count` logical devices (for MirroredStrategy on TensorFlow,
+    or `data_parallel` on JAX, without GPUs).
 
     Raises:
-        ValueError: `count` is not a positive integer.
-        RuntimeError: TensorFlow already initialised its devices in this process; call this
-            first thing (the command line's `--cpu-devices` does).
+        ValueError: `count` is not a positive integer, or the backend is PyTorch.
+        RuntimeError: TensorFlow (or JAX) already initialised its devices in this process;
+            call this first thing (the command line's `--cpu-devices` does).
     """
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"cpu devices must be a positive integer. Received: {count!r}")
+    if backend() == "jax":
+        _set_jax_cpu_devices(count)
+        return
     if backend() != "tensorflow":
         raise _not_on_this_backend("--cpu-devices (logical CPU devices for --strategy mirrored)")
     tf = _tf()
@@ -171,6 +254,124 @@ def set_cpu_devices(count: int) -> None:
             "or use `highway-zoo train --cpu-devices N`, which does. "
             f"(TensorFlow said: {err})"
         ) from None
+
+
+def _set_jax_cpu_devices(count: int) -> None:
+    import jax
+    from jax._src import xla_bridge
+
+    if not xla_bridge.backends_are_initialized():
+        jax.config.update("jax_num_cpu_devices", count)  # read when JAX makes its devices
+        return
+    have = jax.local_device_count("cpu")
+    if have != count:
+        raise RuntimeError(
+            f"Cannot make {count} CPU devices: JAX has already started its devices in this "
+            f"process ({have} CPU device(s)). Call training.distribute.set_cpu_devices() "
+            "before anything runs a JAX computation, or use `highway-zoo train --cpu-devices "
+            "N`, which does."
+        )
+
+
+def cpu_devices_need_a_strategy(strategy_name: str) -> ValueError | None:
+    """The refusal of `--cpu-devices` with `strategy_name` on this backend, if refused: on JAX
+    the devices are for `data_parallel` alone (one device trains on the first)."""
+    if backend() == "jax" and strategy_name != "data_parallel":
+        return ValueError(
+            "--cpu-devices N makes N host CPU devices for --strategy data_parallel on jax "
+            "(keras.distribution.DataParallel) and for --strategy mirrored, which needs "
+            "KERAS_BACKEND=tensorflow: add --strategy data_parallel."
+        )
+    return None
+
+
+def _process_settings() -> tuple[str, int, int] | None:
+    """(coordinator host:port, processes, this process's id) from Keras's environment
+    variables; None for one process. Refuses what would make JAX wait or fail obscurely."""
+    text = {name: os.environ.get(name, "").strip()
+            for name in (JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID)}
+    if not any(text.values()):
+        return None
+    example = (f"e.g. {JOB_ADDRESSES}=host0:12345 {NUM_PROCESSES}=2 and {PROCESS_ID}=0 on "
+               "machine 0, 1 on machine 1")
+    try:
+        processes, process_id = int(text[NUM_PROCESSES]), int(text[PROCESS_ID])
+        if not text[JOB_ADDRESSES] or processes < 1 or not 0 <= process_id < processes:
+            raise ValueError
+    except ValueError:
+        raise ValueError(
+            f"Several processes need {JOB_ADDRESSES} (process 0's host:port first), "
+            f"{NUM_PROCESSES} (a positive integer) and {PROCESS_ID} (0 to processes - 1), "
+            f"{example}. Received: " + ", ".join(f"{k}={v!r}" for k, v in text.items())
+        ) from None
+    addresses = text[JOB_ADDRESSES].split(",")
+    if len(addresses) > 1 and len(addresses) != processes:
+        raise ValueError(f"{JOB_ADDRESSES} names {len(addresses)} processes but "
+                         f"{NUM_PROCESSES} is {processes}.")
+    coordinator = addresses[0].strip()
+    _check_coordinator(coordinator, process_id)
+    return coordinator, processes, process_id
+
+
+def _check_coordinator(coordinator: str, process_id: int) -> None:
+    """Refuses in one line a coordinator JAX would wait minutes for: not host:port, a host
+    that does not resolve, or (process 0 runs the coordinator) not this machine's address."""
+    host, _, port = coordinator.rpartition(":")
+    host = host.strip("[]")  # [::1]:1234
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"The coordinator address {coordinator!r} (the first of "
+                         f"{JOB_ADDRESSES}) must be host:port, e.g. 127.0.0.1:12345.")
+    try:
+        family, *_, address = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as err:
+        raise ValueError(f"The coordinator address {coordinator!r} does not resolve "
+                         f"({err.strerror}); give process 0's host name or IP address.") from None
+    if process_id != 0:
+        return
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address[0], 0))
+        except OSError as err:
+            if err.errno != errno.EADDRNOTAVAIL:
+                raise
+            raise ValueError(
+                f"The coordinator address {coordinator!r} is not an address of this machine, "
+                "and process 0 runs the coordinator there: start process 0 on that host, or "
+                "give this machine's address (127.0.0.1 when all processes run here)."
+            ) from None
+
+
+def _join_processes() -> None:
+    """`keras.distribution.initialize` (jax.distributed) when Keras's environment variables
+    name several processes; before JAX starts its devices (it cannot join them later)."""
+    settings = _process_settings()
+    if settings is None:
+        return
+    import jax
+    from jax._src import distributed
+
+    if distributed.global_state.client is not None:
+        return  # joined already (a second run in this process)
+    import keras
+
+    coordinator, processes, process_id = settings
+    # JAX's CPU devices all-reduce across processes through gloo (its default since 0.4.3x).
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    keras.distribution.initialize(coordinator, processes, process_id)
+
+
+def _make_data_parallel() -> JaxDataParallel:
+    import keras
+
+    _join_processes()
+    distribution = keras.distribution.DataParallel(
+        devices=keras.distribution.list_devices(),
+        # Our batches are each process's share already (training.pipeline); Keras shards
+        # only tf.data itself.
+        auto_shard_dataset=False,
+    )
+    keras.distribution.set_distribution(distribution)
+    return JaxDataParallel(distribution)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,14 +408,21 @@ def _tf_config() -> dict[str, Any]:
 
 
 def make_strategy(name: str) -> Any:
-    """The strategy called `name` (one of `STRATEGIES`): a `tf.distribute.Strategy`, or
-    `SingleDevice` for "default" on the JAX and PyTorch backends.
+    """The strategy called `name` (one of `STRATEGIES`): a `tf.distribute.Strategy`,
+    `SingleDevice` for "default" on the JAX and PyTorch backends, or `JaxDataParallel` for
+    "data_parallel" (which sets Keras's distribution for the whole process and, with
+    Keras's environment variables, joins the other processes).
 
     Raises:
-        ValueError: an unknown name, or "mirrored" / "multiworker" on JAX or PyTorch.
+        ValueError: an unknown name, "mirrored" / "multiworker" on JAX or PyTorch,
+            "data_parallel" on TensorFlow or PyTorch, or bad process settings.
     """
     if name not in STRATEGIES:
         raise ValueError(f"Unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}.")
+    if name == "data_parallel":
+        if backend() != "jax":
+            raise _data_parallel_needs_jax()
+        return _make_data_parallel()
     if backend() != "tensorflow":
         if name == "default":
             return SingleDevice()
@@ -239,8 +447,12 @@ def make_strategy(name: str) -> Any:
 
 
 def check_strategy(strategy: Any) -> Any:
-    """`strategy` (a `tf.distribute.Strategy` or `SingleDevice`) if this backend can train
-    under it; a ValueError that says what to use instead if not."""
+    """`strategy` (a `tf.distribute.Strategy`, `SingleDevice` or `JaxDataParallel`) if this
+    backend can train under it; a ValueError that says what to use instead if not."""
+    if isinstance(strategy, JaxDataParallel):
+        if backend() != "jax":
+            raise _data_parallel_needs_jax()
+        return strategy
     if isinstance(strategy, SingleDevice):
         if strategy.backend != backend():
             raise ValueError(f"{strategy!r} is for the {strategy.backend} backend; this process "
@@ -249,8 +461,9 @@ def check_strategy(strategy: Any) -> Any:
     tf = sys.modules.get("tensorflow")
     if tf is None or not isinstance(strategy, tf.distribute.Strategy):
         raise TypeError(
-            "strategy must be a name (" + ", ".join(STRATEGIES) + "), a tf.distribute.Strategy "
-            f"or a training.distribute.SingleDevice. Received: {strategy!r}"
+            "strategy must be a name (" + ", ".join(STRATEGIES) + "), a tf.distribute.Strategy, "
+            "a training.distribute.SingleDevice or a training.distribute.JaxDataParallel. "
+            f"Received: {strategy!r}"
         )
     if backend() != "tensorflow":
         raise _not_on_this_backend(f"A {type(strategy).__name__}")
@@ -264,7 +477,11 @@ def is_multi_worker(strategy: Any) -> bool:
 
 
 def role(strategy: Any) -> Role:
-    """Whether this process is the chief, its worker index and the number of workers."""
+    """Whether this process is the chief, its worker index and the number of workers
+    (processes, for `data_parallel`)."""
+    if isinstance(strategy, JaxDataParallel):
+        return Role(is_chief=strategy.process_index == 0, index=strategy.process_index,
+                    workers=strategy.processes)
     if not is_multi_worker(strategy):
         return Role(is_chief=True, index=0, workers=1)
     resolver = strategy.cluster_resolver
@@ -308,6 +525,11 @@ def prepare_model(model, strategy: Any, first_epoch) -> None:
 
 def minimum_over_workers(strategy: Any, value: int) -> int:
     """The smallest of every worker's `value` (a collective: all workers must call it)."""
+    if isinstance(strategy, JaxDataParallel) and strategy.processes > 1:
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        return int(np.min(multihost_utils.process_allgather(np.array([value], np.int64))))
     if not is_multi_worker(strategy):
         return value
     tf = _tf()
@@ -327,10 +549,30 @@ def per_replica_batch(global_batch: int, replicas: int) -> int:
     return global_batch // replicas
 
 
+def input_share(strategy: Any) -> tuple[int, int]:
+    """(this process's index, processes): the share of each global batch this process feeds
+    (JAX's data_parallel; tf.distribute shards tf.data itself, so (0, 1) there)."""
+    if isinstance(strategy, JaxDataParallel):
+        return strategy.process_index, strategy.processes
+    return 0, 1
+
+
+def check_even_batches(replicas: int, examples: int, batch_size: int, what: str) -> None:
+    """Refuses a last, smaller batch of `examples` that `replicas` devices cannot split
+    (`data_parallel`: JAX shards an array in equal parts, where tf.distribute pads)."""
+    last = examples % batch_size
+    if last % replicas:
+        raise ValueError(
+            f"The last batch of the {what} ({examples} examples in batches of {batch_size}) "
+            f"has {last} examples, which do not split evenly over the {replicas} devices; "
+            f"choose a batch size that leaves a multiple of {replicas} (or none) over."
+        )
+
+
 def describe(strategy: Any, name: str, global_batch: int) -> dict[str, Any]:
     """What run.json records about the distribution of a run."""
     replicas = strategy.num_replicas_in_sync
-    if isinstance(strategy, SingleDevice):
+    if isinstance(strategy, (SingleDevice, JaxDataParallel)):
         devices = strategy.devices()
     else:
         try:

@@ -40,11 +40,16 @@ class ExampleBatches(keras.utils.PyDataset):
         augment_fn: `f(images, seeds) -> images` (`training.augment.for_arrays`), or None.
         seed: the epoch's seed; image `i` of the order is augmented from `(seed, i)`.
         skip_batches: batches left out at the start (a checkpoint already saw them).
+        share: (index, count): this process feeds slice `index` of `count` equal slices of
+            every batch (several processes training data-parallel); each batch's size must
+            divide by `count` (`training.distribute.check_even_batches`).
     """
 
     def __init__(self, examples: Examples, batch_size: int, order: np.ndarray | None = None,
-                 augment_fn=None, seed: int = 0, skip_batches: int = 0):
+                 augment_fn=None, seed: int = 0, skip_batches: int = 0,
+                 share: tuple[int, int] = (0, 1)):
         super().__init__()
+        self.share = share
         self.examples = examples
         self.batch_size = batch_size
         self.order = np.arange(len(examples)) if order is None else order
@@ -60,6 +65,8 @@ class ExampleBatches(keras.utils.PyDataset):
             raise IndexError(f"batch {index} of {len(self)}")
         start = (self.skip_batches + index) * self.batch_size
         positions = np.arange(start, min(start + self.batch_size, len(self.order)))
+        index, count = self.share
+        positions = np.split(positions, count)[index]  # raises if the batch does not divide
         chosen = self.order[positions]
         images = self.examples.images[chosen].astype(np.float32)
         if self.augment_fn is not None:
@@ -79,6 +86,12 @@ def _as_tf_dataset(batches: ExampleBatches) -> Any:
     )
     ds = ds.apply(tf.data.experimental.assert_cardinality(len(batches)))
     return _with_data_sharding(ds.prefetch(tf.data.AUTOTUNE))
+
+
+def _one_share_for_tf_data(share: tuple[int, int]) -> None:
+    if share[1] > 1:
+        raise ValueError("Several processes training data-parallel on JAX need a dataset held "
+                         "in memory; a tf.data split (ImageNet) trains on one process.")
 
 
 def _for_backend(batches: ExampleBatches) -> Any:
@@ -124,6 +137,7 @@ def training_batches(
     epoch: int,
     augmentation: str = "none",
     skip_batches: int = 0,
+    share: tuple[int, int] = (0, 1),
 ) -> Any:
     """The training batches of epoch `epoch` (0-based), float32 raw pixels and labels.
 
@@ -134,13 +148,15 @@ def training_batches(
     `Examples`: a permutation drawn by NumPy from the epoch's seed, each image augmented from
     the epoch's seed and its position in the epoch; the same batches on every backend.
     A `tf.data.Dataset`: tf.data's shuffle and augmentation, from the same seeds.
+    `share`: this process's slice of every batch (`ExampleBatches`).
     """
     seed_ = epoch_seed(seed, epoch)
     if isinstance(split, Examples):
         order = np.random.default_rng(seed_).permutation(len(split))
         return _for_backend(ExampleBatches(split, batch_size, order,
                                            augment.for_arrays(augmentation), seed_,
-                                           skip_batches))
+                                           skip_batches, share))
+    _one_share_for_tf_data(share)
     return _tf_training_batches(split, num_examples, batch_size, seed_, augmentation,
                                 skip_batches)
 
@@ -161,8 +177,13 @@ def _tf_training_batches(split, num_examples, batch_size, seed, augmentation, sk
     return _with_data_sharding(ds.skip(skip_batches).prefetch(tf.data.AUTOTUNE))
 
 
-def evaluation_batches(split: Examples | Any, batch_size: int = 1000) -> Any:
-    """The test split as it is: no shuffling, no augmentation."""
+EVALUATION_BATCH = 1000
+
+
+def evaluation_batches(split: Examples | Any, batch_size: int = EVALUATION_BATCH,
+                       share: tuple[int, int] = (0, 1)) -> Any:
+    """The test split as it is: no shuffling, no augmentation; `share` as for training."""
     if isinstance(split, Examples):
-        return _for_backend(ExampleBatches(split, batch_size))
+        return _for_backend(ExampleBatches(split, batch_size, share=share))
+    _one_share_for_tf_data(share)
     return _with_data_sharding(pipeline(split, batch_size))

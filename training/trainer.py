@@ -34,7 +34,9 @@ half-written file, and a lock (`.lock`) keeps a second process out of a live run
 Backends: a run trains on whichever Keras backend the process runs (`KERAS_BACKEND`:
 tensorflow, jax or torch), with the same data order (tf.data reads the data on every
 backend), checkpoints, resumption and gate summaries; run.json's "versions" records the
-backend. `--strategy mirrored|multiworker` are TensorFlow's (`training.distribute`). The run
+backend. `--strategy mirrored|multiworker` are TensorFlow's, `--strategy data_parallel` is
+Keras's `keras.distribution` on JAX (`training.distribute`): its processes > 0 write under
+`workers/<i>/` as multi-worker runs do. The run
 directory's `.weights.h5` loads on any backend, e.g. into a TensorFlow process that exports
 it (`highway-zoo export NAME --weights RUN_DIR`). A run resumed on another backend than it
 started on goes on (the checkpoint is a `.keras` file) but is not bit-identical to an
@@ -65,7 +67,7 @@ from training.callbacks import GateSummaries
 from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
 from training.data import Dataset, Examples, load_dataset
 from training.optimizers import apply_weight_decay, is_bias, make_optimizer
-from training.pipeline import evaluation_batches, training_batches
+from training.pipeline import EVALUATION_BATCH, evaluation_batches, training_batches
 from training.recipes import FIELD_DEFAULTS, get_recipe, recipe_name
 from training.run_dir import (
     FINISHED,
@@ -114,7 +116,8 @@ class RunSettings:
 
     config: dict[str, Any]  # architecture, overrides, recipe, seed, dataset: what a resume
     data: Dataset           # must match (training.run_dir.run_config)
-    strategy: Any  # a tf.distribute.Strategy, or distribute.SingleDevice (JAX, PyTorch)
+    strategy: Any  # a tf.distribute.Strategy, distribute.SingleDevice (JAX, PyTorch) or
+    # distribute.JaxDataParallel
     strategy_name: str
     role: distribute.Role
     checkpoint_every: int | None = None
@@ -193,10 +196,11 @@ def train(
             the run's epochs ("Epoch 3/400"), also in a resumed run.
         recipe_overrides: recipe fields to change (`training.recipes.FIELDS`), e.g.
             `{"weight_decay": 0.0, "augmentation": "none"}`.
-        strategy: "default", "mirrored", "multiworker" (`training.distribute`) or a
-            `tf.distribute.Strategy`. The learning rate is not scaled with replicas. On the
-            JAX and PyTorch backends only "default" (one device): the others are
-            TensorFlow's, and are refused with a ValueError.
+        strategy: "default", "mirrored", "multiworker", "data_parallel"
+            (`training.distribute`) or a `tf.distribute.Strategy`. The learning rate is not
+            scaled with replicas. "mirrored" and "multiworker" are TensorFlow's and
+            "data_parallel" is JAX's (Keras's `keras.distribution`, set for the whole
+            process); each is refused with a ValueError on the other backends.
         checkpoint_every: also checkpoint every this many steps (default: every epoch).
         gate_summaries: write the transform gates' TensorBoard summaries and gates.json
             every epoch (`training.callbacks.GateSummaries`, in `RUN_DIR/tensorboard`).
@@ -254,6 +258,11 @@ def train(
     clock.lap("data")
     overrides = _check_compatible(name, data, overrides)
     distribute.per_replica_batch(recipe_["batch_size"], strategy_.num_replicas_in_sync)
+    if isinstance(strategy_, distribute.JaxDataParallel):  # tf.distribute pads a last batch
+        replicas = strategy_.num_replicas_in_sync
+        distribute.check_even_batches(replicas, data.num_train, recipe_["batch_size"],
+                                      "training split")
+        distribute.check_even_batches(replicas, data.num_test, EVALUATION_BATCH, "test split")
     role = distribute.role(strategy_)
     if role.workers > 1 and out is None:
         raise ValueError("A multi-worker run needs --out, the same on every worker.")
@@ -436,15 +445,16 @@ def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: Ru
     per epoch: each epoch's data order comes from its own seed."""
     recipe, data = settings.recipe, settings.data
     first_epoch, skip = divmod(start, settings.steps_per_epoch)
+    share = distribute.input_share(settings.strategy)  # this process's slice of each batch
 
     def batches(epoch: int, skip_batches: int = 0):  # tf.data.Dataset or keras PyDataset
         return training_batches(
             data.train, num_examples=data.num_train, batch_size=recipe["batch_size"],
             seed=settings.seed, epoch=epoch, augmentation=recipe["augmentation"],
-            skip_batches=skip_batches,
+            skip_batches=skip_batches, share=share,
         )
 
-    test_ds = evaluation_batches(data.test)
+    test_ds = evaluation_batches(data.test, share=share)
     distribute.prepare_model(model, settings.strategy, batches(0))
     clock_head, clock_tail = clock.callbacks()  # around the run's own callbacks
     callbacks: list[keras.callbacks.Callback] = [monitor, clock_tail, *settings.callbacks]

@@ -70,12 +70,14 @@ def _arguments(p) -> None:
                    help="do not write the transform gates' TensorBoard summaries and "
                    "gates.json each epoch")
     p.add_argument("--strategy", choices=STRATEGIES, default="default",
-                   help="default (one device), mirrored (all local GPUs, or the logical "
-                   "CPU devices of --cpu-devices) or multiworker (TF_CONFIG; see "
-                   "training/distribute.py)")
+                   help="default (one device), mirrored (TensorFlow: all local GPUs, or the "
+                   "logical CPU devices of --cpu-devices), multiworker (TensorFlow: "
+                   "TF_CONFIG) or data_parallel (JAX: keras.distribution.DataParallel over "
+                   "every device; several processes with KERAS_DISTRIBUTION_JOB_ADDRESSES, "
+                   "_NUM_PROCESSES and _PROCESS_ID); see training/distribute.py")
     p.add_argument("--cpu-devices", type=positive, metavar="N",
                    help="split the host CPU into N logical devices (for --strategy mirrored "
-                   "without GPUs)")
+                   "or data_parallel without GPUs)")
     p.add_argument("--verbose", choices=["auto", "0", "1", "2"], default="auto",
                    help="Keras progress: 1 a bar, 2 one line per epoch, 0 none (default auto)")
     add_recipe_flags(p)
@@ -87,7 +89,10 @@ def train(args) -> None:
     from training.recipes import recipe_overrides
 
     if args.cpu_devices is not None:
-        distribute.set_cpu_devices(args.cpu_devices)  # before anything starts TensorFlow
+        refusal = distribute.cpu_devices_need_a_strategy(args.strategy)
+        if refusal is not None:
+            raise refusal
+        distribute.set_cpu_devices(args.cpu_devices)  # before TensorFlow or JAX starts
     import zoo
 
     if zoo.describe(args.name)["family"] == "char_lm":
