@@ -144,8 +144,12 @@ def test_help_imports_no_tensorflow():
 
 def test_a_training_command_prints_no_tensorflow_chatter(tmp_path):
     """`highway-zoo train` on a machine without a GPU: stderr holds the user's warning (the
-    offline MNIST sample) once, and none of TensorFlow's C++ start-up lines."""
+    offline MNIST sample) once, and none of TensorFlow's C++ start-up lines. The process ends
+    without the interpreter's teardown (`highway_zoo.cli.run`): its printed metrics, its run
+    directory and its temporary directory's clean-up (an atexit handler) are complete."""
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",)}
+    (tmp_path / "tmp").mkdir()
+    env["TMPDIR"] = str(tmp_path / "tmp")
     proc = subprocess.run(
         [sys.executable, "-m", "highway_zoo", "train", "highway_fc10_mnist", "--recipe", "quick",
          "--epochs", "1", "--depth", "2", "--data-dir", str(tmp_path),
@@ -154,3 +158,7 @@ def test_a_training_command_prints_no_tensorflow_chatter(tmp_path):
     for chatter in ("oneDNN", "cuda", "cuInit", "absl", "I0000", "E0000", "W0000"):
         assert chatter not in proc.stderr, proc.stderr
     assert proc.stderr.count("OfflineFallbackWarning") == 1, proc.stderr
+    printed = json.loads(proc.stdout[proc.stdout.index("{"):])  # the metrics, flushed whole
+    assert printed["run_dir"] == str(tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "finished"
+    assert list((tmp_path / "tmp").iterdir()) == []

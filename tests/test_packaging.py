@@ -27,7 +27,7 @@ def test_the_version_has_one_source():
 
 
 def test_python_m_highway_zoo_is_the_console_script():
-    assert PYPROJECT["project"]["scripts"] == {"highway-zoo": "highway_zoo.cli:main"}
+    assert PYPROJECT["project"]["scripts"] == {"highway-zoo": "highway_zoo.cli:run"}
     out = subprocess.run([sys.executable, "-m", "highway_zoo", "--version"], cwd=ROOT,
                          capture_output=True, text=True, check=True)
     assert out.stdout == f"highway-zoo {highway_zoo.__version__}\n"
