@@ -60,7 +60,8 @@ makes N of them, JAX's `jax_num_cpu_devices`, set before JAX starts), made the p
 distribution with `keras.distribution.set_distribution`: the variables are replicated, each
 global batch is sharded along the batch axis, and XLA all-reduces the gradients. Several
 processes (one per machine, or several on one) are joined by `keras.distribution.initialize`
-(`jax.distributed`) from Keras's own environment variables, which it reads itself::
+(`jax.distributed`), configured by Keras's own environment variables (the names
+`keras.distribution.initialize` reads; checked here first)::
 
     # machine 0 (the coordinator: writes the run directory)
     export KERAS_DISTRIBUTION_JOB_ADDRESSES=host0:12345   # process 0's host:port first
@@ -85,12 +86,13 @@ collectives are gloo's (`jax_cpu_collectives_implementation`, set here).
 
 Refused with one line (`ValueError`): a device count that does not divide the global batch
 (or an epoch's last, smaller batch, or the test split's); a coordinator address that is not
-`host:port`, whose host does not resolve, or, for process 0 (which runs the coordinator
-there), that is not an address of this machine (on one machine: 127.0.0.1 or localhost);
-`data_parallel` on TensorFlow or PyTorch; several processes with a dataset read by tf.data
-(ImageNet). What cannot work: a process > 0 whose coordinator never comes up waits JAX's
-five minutes before it fails; a process that dies mid-run stops the others only when JAX's
-collectives notice (start all again with the same command, and they resume together).
+`host:port` or whose host does not resolve; for process 0 (which runs the coordinator there),
+an address that is not this machine's (on one machine: 127.0.0.1 or localhost) or a port in
+use; for a process > 0, no coordinator answering within JAX's own 5 minutes (JAX would abort
+the process then); `data_parallel` on TensorFlow or PyTorch; several processes with a dataset
+read by tf.data (ImageNet). What cannot work: a process lost mid-run is not one line of ours:
+JAX aborts the others ("the JAX distributed service detected fatal errors") once it notices;
+start all again with the same command, and they resume together.
 
 Keras 3.15 and MultiWorkerMirroredStrategy: `Model.fit` fails out of the box
 (keras-team/keras#20585: it all-reduces a nested data batch to build the model, and
@@ -107,9 +109,13 @@ import json
 import os
 import socket
 import sys
+import time
 from typing import Any
 
 STRATEGIES = ("default", "mirrored", "multiworker", "data_parallel")
+# How long a process > 0 waits for the coordinator to come up: JAX's own limit, after which it
+# aborts the process (SIGABRT, "DEADLINE_EXCEEDED") where we say so in one line.
+COORDINATOR_WAIT_S = 300.0
 # Keras's own names (keras.distribution.initialize reads them).
 JOB_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
@@ -314,8 +320,9 @@ def _process_settings() -> tuple[str, int, int] | None:
 
 
 def _check_coordinator(coordinator: str, process_id: int) -> None:
-    """Refuses in one line a coordinator JAX would wait minutes for: not host:port, a host
-    that does not resolve, or (process 0 runs the coordinator) not this machine's address."""
+    """Refuses in one line a coordinator JAX would wait minutes for, or fail on: not
+    host:port, a host that does not resolve, or (process 0 runs the coordinator) not this
+    machine's address or a port in use there."""
     host, _, port = coordinator.rpartition(":")
     host = host.strip("[]")  # [::1]:1234
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -329,9 +336,17 @@ def _check_coordinator(coordinator: str, process_id: int) -> None:
     if process_id != 0:
         return
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As gRPC binds: a killed run's connections in TIME_WAIT do not hold the port.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((address[0], 0))
+            probe.bind((address[0], int(port)))  # released at once, for JAX's coordinator
         except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                raise ValueError(
+                    f"The coordinator's port {port} ({coordinator!r}) is in use on this "
+                    "machine (an earlier run still going?): stop that process, or choose "
+                    "another port."
+                ) from None
             if err.errno != errno.EADDRNOTAVAIL:
                 raise
             raise ValueError(
@@ -339,6 +354,25 @@ def _check_coordinator(coordinator: str, process_id: int) -> None:
                 "and process 0 runs the coordinator there: start process 0 on that host, or "
                 "give this machine's address (127.0.0.1 when all processes run here)."
             ) from None
+
+
+def _wait_for_coordinator(coordinator: str, seconds: float) -> None:
+    """Returns once something listens at `coordinator`; a one-line ValueError after
+    `seconds` (process 0 not started, or the address is not reachable from here)."""
+    host, _, port = coordinator.rpartition(":")
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise ValueError(
+                    f"No coordinator answered at {coordinator!r} in {seconds:g} s: start "
+                    "process 0 (KERAS_DISTRIBUTION_PROCESS_ID=0) on that host, and check that "
+                    "this machine reaches it (127.0.0.1 when all processes run here)."
+                ) from None
+            time.sleep(0.2)
 
 
 def _join_processes() -> None:
@@ -355,7 +389,10 @@ def _join_processes() -> None:
     import keras
 
     coordinator, processes, process_id = settings
-    # JAX's CPU devices all-reduce across processes through gloo (its default since 0.4.3x).
+    if process_id != 0:
+        _wait_for_coordinator(coordinator, COORDINATOR_WAIT_S)
+    # JAX's CPU devices all-reduce across processes through gloo (jax 0.10.2's default;
+    # without it, a computation across processes on CPU fails).
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     keras.distribution.initialize(coordinator, processes, process_id)
 
