@@ -180,7 +180,8 @@ class JaxDataParallel:
                 f"processes={self.processes})")
 
 
-def _not_on_this_backend(what: str) -> ValueError:
+def tf_distribute_only(what: str) -> ValueError:
+    """The refusal of `what`, a tf.distribute feature, on the JAX or PyTorch backend."""
     name = backend()
     instead = (
         " (On JAX, --strategy data_parallel trains data-parallel with Keras's "
@@ -242,7 +243,7 @@ def set_cpu_devices(count: int) -> None:
         _set_jax_cpu_devices(count)
         return
     if backend() != "tensorflow":
-        raise _not_on_this_backend("--cpu-devices (logical CPU devices for --strategy mirrored)")
+        raise tf_distribute_only("--cpu-devices (logical CPU devices for --strategy mirrored)")
     tf = _tf()
     cpu = tf.config.list_physical_devices("CPU")[0]
     wanted = [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
@@ -463,7 +464,7 @@ def make_strategy(name: str) -> Any:
     if backend() != "tensorflow":
         if name == "default":
             return SingleDevice()
-        raise _not_on_this_backend(f"--strategy {name}")
+        raise tf_distribute_only(f"--strategy {name}")
     tf = _tf()
     if name == "default":
         return tf.distribute.get_strategy()
@@ -503,7 +504,7 @@ def check_strategy(strategy: Any) -> Any:
             f"Received: {strategy!r}"
         )
     if backend() != "tensorflow":
-        raise _not_on_this_backend(f"A {type(strategy).__name__}")
+        raise tf_distribute_only(f"A {type(strategy).__name__}")
     return strategy
 
 

@@ -57,7 +57,9 @@ def _arguments(p) -> None:
         add_list(p, flag, item=finite, default=value, metavar="LOW,HIGH", help=what)
     add_list(p, "--activations", choices=ACTIVATIONS, default=defaults.activations,
              help="the activations searched")
-    p.add_argument("--strategy", choices=[s for s in STRATEGIES if s != "multiworker"],
+    # KerasTuner takes a tf.distribute strategy: not multiworker's TF_CONFIG, nor JAX's.
+    p.add_argument("--strategy", choices=[s for s in STRATEGIES
+                                          if s not in ("multiworker", "data_parallel")],
                    default="default", help="train each trial with this tf.distribute strategy "
                    "(default: one device)")
     p.add_argument("--cpu-devices", type=positive, metavar="N",
@@ -76,6 +78,9 @@ def tune(args) -> None:
     from training.tuning import SearchSpace, search
 
     if args.cpu_devices is not None:
+        if distribute.backend() != "tensorflow":  # the devices are for mirrored alone here
+            raise distribute.tf_distribute_only("--cpu-devices (logical CPU devices for "
+                                                "--strategy mirrored)")
         distribute.set_cpu_devices(args.cpu_devices)  # before anything starts TensorFlow
     space = SearchSpace(
         learning_rate=_range(args, "--lr-range"), momentum=_range(args, "--momentum-range"),
