@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from typing import Any
 
 # Keys a card shows in its own sections; any other key of `zoo.describe` goes under "More".
@@ -281,12 +282,66 @@ def readme_models_table(metas: list[dict[str, Any]]) -> str:
     return "\n".join(rows + [f"| `{meta['name']}` | {_columns(meta)} |" for meta in metas])
 
 
-def models_index(metas: list[dict[str, Any]]) -> str:
-    """The table of every model, filterable by an fnmatch pattern as `zoo.list_models` is."""
+def _measured_columns(row: dict[str, str] | None) -> list[str]:
+    """A models-table row's cells (`bench.models_table`'s CSV): dataset, parameters, the paper's
+    number, the shipped accuracy, then GFLOPs, batch and speeds; '-' where the CSV has none."""
+    if row is None:
+        return ["-"] * 8
+    paper = (f"{row['paper_metric'].replace('_', ' ')} {row['paper_value']}"
+             if row["paper_metric"] else "-")
+    shipped = "-"
+    if row["top1"]:
+        shipped = f"{float(row['top1']):.2f}" + (" (sample)" if "sample" in row["top1_eval"]
+                                                  else "")
+    return [row["dataset"], f"{int(row['param_count']):,}", paper, shipped,
+            f"{float(row['gflops_per_sample']):.3g}", row["batch_size"],
+            f"{float(row['train_samples_per_sec']):,.1f}",
+            f"{float(row['infer_samples_per_sec']):,.1f}"]
+
+
+def _measured_note(run: dict[str, Any]) -> str:
+    """Where and when the table's speeds were measured, and how busy the machine was: the load
+    averages before and after the run and, in the middle, the median over the measurements."""
+    load = run.get("load_average") or {}
+    before, after = (load.get("before") or [None])[0], (load.get("after") or [None])[0]
+    during = [r["load_average"][0] for runs in (run.get("runs") or {}).values() for r in runs
+              if r.get("load_average")]
+    cores = load.get("cores")
+    settings = run.get("settings") or {}
+    text = (f"Measured {run.get('date', '?')} on {run.get('machine', '?')}, Keras on "
+            f"{run.get('backend', '?')}: random inputs, `train_on_batch` (Nesterov SGD) and "
+            f"`predict_on_batch` at the batch size shown, the median of at most "
+            f"{settings.get('steps', '?')} timed calls (at most "
+            f"{settings.get('max_seconds', '?'):g} s of them) after one untimed call.")
+    if before is None or after is None or not during or not cores:
+        return text
+    middle = statistics.median(during)
+    text += (f" Load average (1 minute) {before:.1f} before the run, {middle:.1f} at the start "
+             f"of a model's measurement (median), {after:.1f} after it, on {cores} cores; "
+             f"a measurement keeps about {cores} busy itself")
+    # Well above what the measurement itself runs: other work shared the cores.
+    return text + (": the cores were shared with other work, so the speeds are noisy; compare "
+                   "them only roughly." if middle > 1.5 * cores else ".")
+
+
+def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None = None,
+                 run: dict[str, Any] | None = None) -> str:
+    """The table of every model, filterable by an fnmatch pattern as `zoo.list_models` is.
+
+    With `table`, the rows of `bench.models_table`'s CSV (and `run`, its JSON), the numbers
+    come from the CSV (parameters, FLOPs, the paper's number, the shipped accuracy, speeds);
+    without it, from the registry (`metas`, `zoo.describe`) and the pretrained index."""
+    measured = {row["model"]: row for row in table} if table is not None else None
     out = [
         "# Models", "",
         "Every registered architecture, generated from the registry (`zoo.list_models()`, "
-        "`zoo.describe(name)`) and the shipped weights' index. Filter the table with a pattern "
+        "`zoo.describe(name)`) and the shipped weights' index"
+        + (", its numbers from the models table, `highway_zoo/bench/results/models.csv` "
+           "([download](../results/data/bench/models.csv)), which `python -m "
+           "highway_zoo.bench.models_table` writes (timm's results CSV; its columns: "
+           "[the benchmarks page](../results/benchmarks.md#the-models-table-python-m-"
+           "highway_zoobenchmodels_table))" if measured is not None else "")
+        + ". Filter the table with a pattern "
         "as `zoo.list_models(pattern)` takes it (`*cifar*`, `highway_fc*_mnist`); "
         "`pretrained` keeps those with shipped weights.", "",
         '<div class="model-filter" markdown>',
@@ -295,14 +350,33 @@ def models_index(metas: list[dict[str, Any]]) -> str:
         '<label><input id="model-filter-pretrained" type="checkbox"> pretrained</label>',
         '<span id="model-filter-count"></span>',
         "</div>", "",
-        "| name | dataset | parameters | paper's number | shipped test accuracy | "
-        "provenance | family |",
-        "| --- | --- | ---: | --- | ---: | --- | --- |",
     ]
+    # model_filter.js reads the name from the first cell and the shipped accuracy from the
+    # fifth: the measured columns come after them.
+    if measured is None:
+        out += ["| name | dataset | parameters | paper's number | shipped test accuracy | "
+                "provenance | family |",
+                "| --- | --- | ---: | --- | ---: | --- | --- |"]
+    else:
+        out += ["| name | dataset | parameters | paper's number | shipped test accuracy % | "
+                "GFLOPs per sample | batch | training samples/s | inference samples/s | "
+                "provenance | family |",
+                "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for meta in metas:
-        out.append(f"| [`{meta['name']}`]({meta['name']}.md) | {_columns(meta)} | "
+        cells = (_columns(meta) if measured is None
+                 else " | ".join(_measured_columns(measured.get(meta["name"]))))
+        out.append(f"| [`{meta['name']}`]({meta['name']}.md) | {cells} | "
                    f"{meta.get('provenance', '-')} | `{meta.get('family', '-')}` |")
-    out += ["", "\"(sample)\": measured on the 1,000 test digits of the 5,000-digit MNIST sample "
+    out += [""]
+    if measured is not None:
+        samples = sorted({row["sample"] for row in table}, key=lambda s: s != "image")
+        kinds = " or ".join(("an " if s[0] in "aeiou" else "a ") + s for s in samples)
+        out += [f"A sample is {kinds} (a language model's: its recipe's BPTT length); "
+                "GFLOPs are one sample's "
+                "forward pass. The paper's accuracy and top-5 error are in %.", ""]
+        if run:
+            out += [_measured_note(run), ""]
+    out += ["\"(sample)\": measured on the 1,000 test digits of the 5,000-digit MNIST sample "
             "that installs offline here, not on the full MNIST the paper's number is for.", "",
             "Provenance: **CODE** read from the authors' released files; **DERIVED** follows "
             "from the authors' code or the paper by arithmetic; **RECON** reconstructed to fit "

@@ -5,7 +5,9 @@
   one nav entry each: a new registration gets its page and its place in the menu;
 - reference/cli.md from the parsers; reference/api/<package>.md, one mkdocstrings entry per
   public name (`__all__`, or the public names a module defines), at the module defining it;
-- results/data/bench/*.json: the benchmarks' committed results, beside the page quoting them;
+- results/data/bench/*.json and models.csv: the benchmarks' committed results, beside the page
+  quoting them; the models index's numbers come from models.csv (bench.models_table), and a
+  registry that differs from its rows is a warning;
 - a public name without a docstring is a warning, which `mkdocs build --strict` turns into a
   failed build.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import logging
 import sys
 from pathlib import Path
@@ -24,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 log = logging.getLogger("mkdocs.plugins.highway_zoo")
+BENCH = ROOT / "highway_zoo" / "bench" / "results"
 
 # The API reference: page -> (title, modules documented on it, in order).
 API = {
@@ -77,17 +81,35 @@ def on_config(config):
     return config
 
 
+def _models_table(metas) -> tuple[list[dict], dict]:
+    """The committed models table (bench.models_table's CSV and JSON); a model registered
+    since it was written, or one it has that is no longer registered, is a warning (a failed
+    strict build) naming the command that rewrites it."""
+    from highway_zoo.bench import models_table
+
+    rows = models_table.read_csv(BENCH / models_table.CSV_NAME)
+    run = json.loads(models_table.RESULTS.read_text(encoding="utf-8"))
+    registered, tabled = [m["name"] for m in metas], [r["model"] for r in rows]
+    if registered != tabled:
+        log.warning("highway_zoo/bench/results/models.csv is not the registry's: missing %s, "
+                    "not registered %s; rewrite it with python -m highway_zoo.bench.models_table",
+                    sorted(set(registered) - set(tabled)) or "none",
+                    sorted(set(tabled) - set(registered)) or "none")
+    return rows, run
+
+
 def on_files(files, config):
     import zoo
     from highway_zoo import site_pages
+    from highway_zoo.bench import models_table
 
     metas = [zoo.describe(name) for name in zoo.list_models()]
-    generated = {"models/index.md": site_pages.models_index(metas),
+    generated = {"models/index.md": site_pages.models_index(metas, *_models_table(metas)),
                  "reference/cli.md": site_pages.cli_reference()}
     generated.update({f"models/{m['name']}.md": site_pages.model_card(m) for m in metas})
     generated.update({f"reference/api/{page}.md": _api_page(title, modules)
                       for page, (title, modules) in API.items()})
-    for path in sorted((ROOT / "highway_zoo" / "bench" / "results").glob("*.json")):
+    for path in sorted(BENCH.glob("*.json")) + [BENCH / models_table.CSV_NAME]:
         generated[f"results/data/bench/{path.name}"] = path.read_bytes()
     for uri, content in generated.items():
         files.append(File.generated(config, uri, content=content))
