@@ -184,3 +184,9 @@ def test_the_script_follows_the_drivers_conventions(monkeypatch):
     sizes = {name: models_table.batch_size(zoo.describe(name), 128, 32)
              for name in ("highway_b_cifar10", "resnet50_imagenet", "lstm_char_large_ptb")}
     assert sizes == {"highway_b_cifar10": 128, "resnet50_imagenet": 32, "lstm_char_large_ptb": 20}
+
+
+def test_the_benchmarks_page_documents_every_column():
+    page = (ROOT / "docs/results/benchmarks.md").read_text(encoding="utf-8")
+    section = page[page.index("## The models table"):]
+    assert [c for c in models_table.COLUMNS if f"`{c}`" not in section] == []
