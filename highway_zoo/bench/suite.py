@@ -4,10 +4,12 @@ JSON written to one directory.
 The quick set (the default) runs every script once, with fewer depths, repeats and steps:
 about 20 minutes, estimated from its parts (not yet timed whole since the backends joined;
 the previous quick set took 26 minutes with the cores shared). The full set (`--full`) is what
-the README quotes: about 2 h, from its parts measured 2026-11-23 on the idle machine (headline
+the README quotes: from its parts measured 2026-11-23 on the idle machine (headline
 50 minutes, wide 8, conv 8 + 9, start-up about 25 estimated for three backends, serving and
 pipeline a few; trial_memory 5, timed 2026-11-25; whole_process about 4, estimated: 8
-processes a repeat, 3 repeats); longer when shared.
+processes a repeat, 3 repeats; models_table 52 minutes with the cores shared, 2026-11-26, so
+perhaps 20 idle, not timed idle); about 2.5 h in all, longer when shared. The GPU set
+(`--gpu`) is below.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ QUICK = [
                               "--epochs", "1"]),
     ("trial_memory", "trial_memory", ["--depths", "10", "--trials", "8"]),
     ("whole_process", "whole_process", ["--repeats", "1"]),
+    ("models_table", "models_table", ["--models", "highway_fc10_mnist,plain_fc10_mnist,"
+                                      "highway_conv16_mnist,highway_a_cifar10,resnet110_cifar10,"
+                                      "resnet50_imagenet,lstm_char_small_ptb", "--steps", "2",
+                                      "--max-seconds", "2"]),
 ]
 FULL = [
     ("headline", "headline", []),
@@ -50,6 +56,7 @@ FULL = [
     ("pipeline", "pipeline", []),
     ("trial_memory", "trial_memory", []),
     ("whole_process", "whole_process", []),
+    ("models_table", "models_table", []),
 ]
 # The set for a machine with a GPU (`--gpu`), where JAX and PyTorch run and TensorFlow is not
 # installed (the GPU machines this project borrows): the headline experiment at depth 30 on
@@ -71,7 +78,7 @@ GPU = [
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).
 DURATION_QUICK = "about 20 minutes on this 2-core machine, estimated"
-DURATION_FULL = "about 2 h on this 2-core machine"
+DURATION_FULL = "about 2.5 h on this 2-core machine"
 
 
 def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None,
