@@ -95,7 +95,8 @@ class HighwayConv2D(HighwayBase):
         bias_constraint: Constraint applied to the fused `bias`.
         layerscale_init: `"layerscale"` only: the initial value of every `lambda`. Defaults to
             1e-5.
-        gru_gate_bias: `"gru_gate"` only: the initial `b_g`. Defaults to 2.0 (GTrXL's).
+        gru_gate_bias: `"gru_gate"` only: the initial `b_g`. Defaults to 2.0 (RLlib's GTrXL
+            default).
         laurel_rank: `"laurel_lr"` only: the rank `r` of `B·A`, at most `c`. Defaults to None,
             meaning `max(1, c // 8)`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.

@@ -33,8 +33,8 @@ class HighwayDense(HighwayBase):
       `layer_scale`, shape `(d,)`) started at `layerscale_init`, so a fresh layer is within
       `lambda * |H(x)|` of the identity. LayerScale (CaiT, Touvron et al. 2021): 0.1 for nets up
       to depth 18, 1e-5 up to 24, 1e-6 deeper. `d*d + 2*d` parameters.
-    - `"gru_gate"`: GTrXL's gate around `y = H(x)` (Parisotto et al. 2019, eq. 4 with RLlib's
-      `GRUGate` layout): `r = sigmoid(y @ W_r + x @ U_r)`,
+    - `"gru_gate"`: GTrXL's gate around `y = H(x)` (Parisotto et al. 2019; the weights
+      laid out as in RLlib's `GRUGate`): `r = sigmoid(y @ W_r + x @ U_r)`,
       `z = sigmoid(y @ W_z + x @ U_z - b_g)`, `g = tanh(y @ W_g + (r * x) @ U_g)`,
       `out = (1 - z) * x + z * g`. `W = [W_r | W_z | W_g]` is the weight `gate_kernel`
       `(d, 3d)`, `U = [U_r | U_z | U_g]` the weight `gate_recurrent_kernel` `(d, 3d)`, both
@@ -45,9 +45,10 @@ class HighwayDense(HighwayBase):
       `beta`) started at 1, so a fresh layer is the residual layer it replaces in situ.
       LAuReL-RW (Menghani et al., ICML 2025). `d*d + d + 2` parameters.
     - `"laurel_lr"`: `y = H(x) + x + (x @ A) @ B`, `A` `(d, r)` (weight `laurel_a`, by
-      `kernel_initializer`) and `B` `(r, d)` (weight `laurel_b`, started at 0, so a fresh layer
-      is the residual layer), `r = laurel_rank`. LAuReL-LR; keras-hub's Gemma 3n block also
-      normalises `B·A·x` (RMSNorm) inside its transformer layer, not done here.
+      `kernel_initializer`) and `B` `(r, d)` (weight `laurel_b`), `r = laurel_rank`. B starts
+      at 0 (LoRA's convention, chosen here so that a fresh layer is the residual layer;
+      keras-hub's Gemma 3n block, built to load trained weights, leaves both at `Dense`'s
+      glorot_uniform and also normalises `B·A·x` with an RMSNorm, not done here). LAuReL-LR.
       `d*d + d + 2*r*d` parameters.
 
     `transform_gate` and `carry_gate` are refused for the gated skips (they have no T, C).
@@ -85,7 +86,8 @@ class HighwayDense(HighwayBase):
         bias_constraint: Constraint applied to the fused `bias`.
         layerscale_init: `"layerscale"` only: the initial value of every `lambda`. Defaults to
             1e-5.
-        gru_gate_bias: `"gru_gate"` only: the initial `b_g`. Defaults to 2.0 (GTrXL's).
+        gru_gate_bias: `"gru_gate"` only: the initial `b_g`. Defaults to 2.0 (RLlib's GTrXL
+            default).
         laurel_rank: `"laurel_lr"` only: the rank `r` of `B·A`, at most `d`. Defaults to None,
             meaning `max(1, d // 8)`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.

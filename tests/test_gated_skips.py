@@ -40,15 +40,15 @@ def _conv_same(x, kernel):
 def reference_layer(variant, x, w, linear):
     """One layer of a gated skip with H = tanh(linear(x, W_H) + b_H); `w` by weight name."""
     h = np.tanh(linear(x, w["kernel"]) + w["bias"])
-    if variant == "rezero":  # Bachlechner et al. 2020, eq. (4)
+    if variant == "rezero":  # Bachlechner et al. 2020
         return x + w["alpha"] * h
-    if variant == "layerscale":  # Touvron et al. 2021, eq. (3)
+    if variant == "layerscale":  # Touvron et al. 2021
         return x + w["layer_scale"] * h
     if variant == "laurel_rw":  # Menghani et al. 2025, LAuReL-RW
         return w["alpha"] * h + w["beta"] * x
     if variant == "laurel_lr":  # LAuReL-LR: x + B A x added to H
         return h + x + x @ w["laurel_a"] @ w["laurel_b"]
-    assert variant == "gru_gate"  # Parisotto et al. 2019, eq. (4), y = H(x)
+    assert variant == "gru_gate"  # Parisotto et al. 2019, with y = H(x)
     d = x.shape[-1]
     gw, gu = w["gate_kernel"], w["gate_recurrent_kernel"]
     wr, wz, wg = (gw[..., i * d:(i + 1) * d] for i in range(3))
@@ -394,3 +394,14 @@ def test_rank_above_the_width_and_gate_analyses_are_refused():
         layer.transform_gate(np.ones((1, 4), np.float32))
     with pytest.raises(ValueError, match="has no carry gate"):
         HighwayStack(2, variant="rezero").carry_gates(np.ones((1, 4), np.float32))
+
+
+def test_gate_analyses_and_exports_leave_the_gated_skips_out():
+    import zoo
+    from zoo.analysis.gates import highway_layers, no_gates_reason
+
+    for stacked in (False, True):
+        model = zoo.load("highway_fc10_mnist", depth=3, variant="rezero", stacked=stacked)
+        assert highway_layers(model) == []
+        assert "are variant 'rezero', a gated skip without a transform gate" in \
+            no_gates_reason(model)
