@@ -405,3 +405,18 @@ def test_gate_analyses_and_exports_leave_the_gated_skips_out():
         assert highway_layers(model) == []
         assert "are variant 'rezero', a gated skip without a transform gate" in \
             no_gates_reason(model)
+
+
+def test_a_lesioned_layer_of_a_stack_is_skipped():
+    """Lesioning (the analyses' path, keras.ops.scan) passes a layer's input on unchanged: a
+    stack with layer 1 lesioned computes its HighwayDense layers 0 and 2 in a row."""
+    x = np.random.default_rng(2).normal(size=(BATCH, D)).astype(np.float32)
+    for variant in GATED_SKIPS:
+        stack = HighwayStack(DEPTH, activation="tanh", variant=variant, laurel_rank=RANK)
+        stack.build((None, D))
+        for i, w in enumerate(stack.weights):
+            w.assign(np.random.default_rng(i).normal(size=w.shape).astype(np.float32) * 0.5)
+        first, _, last = stack.to_layers()
+        stack.lesioned_layers = {1}
+        assert_close(keras.ops.convert_to_numpy(stack(x)),
+                     keras.ops.convert_to_numpy(last(first(x))), variant)
