@@ -2,11 +2,11 @@
 highway block, the character-aware token embedder, and the input preprocessing layers of the
 zoo's networks.
 
-`import layers` imports neither Keras nor TensorFlow: `VARIANTS` (see `layers.variants`) is
-pure Python, and the layer classes are imported on first use (PEP 562), so the command line
-reads the variant names at once. With Keras already imported (`import keras` first, as isort
-orders the imports), `import layers` imports the classes, which registers them for
-`keras.saving.load_model`.
+`import layers` imports neither Keras nor TensorFlow: `VARIANTS`, `GATED_SKIPS` and
+`ALL_VARIANTS` (see `layers.variants`) are pure Python, and the layer classes are imported on
+first use (PEP 562), so the command line reads the variant names at once. With Keras already
+imported (`import keras` first, as isort orders the imports), `import layers` imports the
+classes, which registers them for `keras.saving.load_model`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from layers.variants import VARIANTS
+from layers.variants import ALL_VARIANTS, GATED_SKIPS, VARIANTS
 
 # Class -> the module that defines it (each imports Keras).
 _LAZY = {
@@ -27,7 +27,7 @@ _LAZY = {
     "HighwayStack": "layers.highway_stack",
 }
 
-__all__ = ["VARIANTS", *_LAZY]
+__all__ = ["VARIANTS", "GATED_SKIPS", "ALL_VARIANTS", *_LAZY]
 
 
 def __getattr__(name: str):

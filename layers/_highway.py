@@ -1,15 +1,24 @@
 """What the highway layers share: variants, fused initializer, combine formula, layer body.
 
 `HighwayDense` and `HighwayConv2D` differ only in the linear map (a matmul or a convolution) and
-the channel axis; everything else lives here, in `HighwayBase`.
+the channel axis; everything else lives here, in `HighwayBase`. The gated skips (`GATED_SKIPS`:
+ReZero, LayerScale, GTrXL's gate, LAuReL) are here too: their own weights (`skip_weight_specs`)
+and their output (`skip_combine`).
 """
 
+import math
 import numbers
 
 import keras
 from keras import ops
 
-from layers.variants import LEARNED_BRANCHES, VARIANTS
+from layers.variants import (
+    ALL_VARIANTS,
+    GATED_SKIPS,
+    LEARNED_BRANCHES,
+    default_laurel_rank,
+    unknown_variant,
+)
 
 
 def get_bias_initializer(identifier) -> keras.initializers.Initializer:
@@ -83,6 +92,60 @@ def combine_backward(variant: str, x, h, t, c, dy):
             None if t is None else dy * h, None if c is None else dy * x)
 
 
+def _per_channel(vector, x, channel_axis):
+    """A `(channels,)` vector shaped to broadcast along `x`'s channel axis."""
+    if channel_axis == -1:
+        return vector
+    return ops.reshape(vector, (-1,) + (1,) * (len(x.shape) - channel_axis - 1))
+
+
+def skip_combine(variant, x, h, weights, linear=ops.matmul, channel_axis=-1):
+    """The output of a gated skip (`GATED_SKIPS`) from x, H(x) and the layer's own weights
+    (`weights`, a dict by name; see `HighwayArguments.skip_weight_specs`). `linear(v, kernel)` is
+    the layer's map (a matmul or a "same" convolution), used by GTrXL's W and U."""
+    if variant == "rezero":  # y = x + a H
+        return x + weights["alpha"] * h
+    if variant == "layerscale":  # y = x + diag(l) H
+        return x + _per_channel(weights["layer_scale"], x, channel_axis) * h
+    if variant == "laurel_rw":  # y = a H + b x
+        return weights["alpha"] * h + weights["beta"] * x
+    if variant == "laurel_lr":  # y = H + x + B A x, A and B per position on the channels
+        last = x if channel_axis == -1 else ops.moveaxis(x, channel_axis, -1)
+        low = ops.matmul(ops.matmul(last, weights["laurel_a"]), weights["laurel_b"])
+        return h + x + (low if channel_axis == -1 else ops.moveaxis(low, -1, channel_axis))
+    if variant == "gru_gate":
+        # GTrXL with y = H(x): r = s(W_r y + U_r x), z = s(W_z y + U_z x - b_g),
+        # g = tanh(W_g y + U_g (r x)), out = (1 - z) x + z g. W = [W_r | W_z | W_g] is one
+        # map of y; U_g reads r x, so only [U_r | U_z] is applied to x at once.
+        d = x.shape[channel_axis]
+        wr, wz, wg = ops.split(linear(h, weights["gate_kernel"]), 3, axis=channel_axis)
+        u_rz, u_g = ops.split(weights["gate_recurrent_kernel"], [2 * d], axis=-1)
+        ur, uz = ops.split(linear(x, u_rz), 2, axis=channel_axis)
+        r = ops.sigmoid(wr + ur)
+        z = ops.sigmoid(wz + uz - _per_channel(weights["gate_bias"], x, channel_axis))
+        g = ops.tanh(wg + linear(r * x, u_g))
+        return x + z * (g - x)
+    raise ValueError(f"{variant!r} is not one of the gated skips {GATED_SKIPS}")
+
+
+def scaled_combine(x, h, scales):
+    """y = s_H·H + s_x·x, `scales` = (s_H, s_x) stacked: a layer of rezero, layerscale or
+    laurel_rw as HighwayStack's fast paths run it."""
+    return h * scales[0] + x * scales[1]
+
+
+def scaled_combine_backward(x, h, scales, dy):
+    """`(dx, dh, ds_H, ds_x)` of `scaled_combine` for dL/dy, per example (the caller sums the
+    scales' gradients over the batch)."""
+    return dy * scales[1], dy * scales[0], dy * h, dy * x
+
+
+def _finite_number(name, value):
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number. Received: {name}={value!r}")
+    return float(value)
+
+
 class HighwayArguments:
     """The constructor arguments every highway layer shares: normalised, serialised, and
     turned into each learned branch's initializers. Mixed into `keras.layers.Layer`s."""
@@ -93,11 +156,8 @@ class HighwayArguments:
         carry_bias_initializer, kernel_regularizer, bias_regularizer, kernel_constraint,
         bias_constraint,
     ):
-        if variant not in VARIANTS:
-            raise ValueError(
-                f"Unknown highway variant. Expected one of {VARIANTS} "
-                f"(Greff et al. 2017, Table 1a). Received: variant={variant!r}"
-            )
+        if variant not in ALL_VARIANTS:
+            raise ValueError(unknown_variant(variant))
         self.activation = keras.activations.get(activation)
         self.variant = variant
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -111,6 +171,57 @@ class HighwayArguments:
         self.kernel_constraint = keras.constraints.get(kernel_constraint)
         self.bias_constraint = keras.constraints.get(bias_constraint)
         self._learned = LEARNED_BRANCHES[variant]
+
+    def _set_skip_arguments(self, layerscale_init, gru_gate_bias, laurel_rank):
+        """The gated skips' own arguments (each read by one variant only)."""
+        self.layerscale_init = _finite_number("layerscale_init", layerscale_init)
+        self.gru_gate_bias = _finite_number("gru_gate_bias", gru_gate_bias)
+        if laurel_rank is not None and (not isinstance(laurel_rank, numbers.Integral)
+                                        or isinstance(laurel_rank, bool) or laurel_rank < 1):
+            raise ValueError("laurel_rank must be None or an integer >= 1 (the rank of B·A). "
+                             f"Received: laurel_rank={laurel_rank!r}")
+        self.laurel_rank = None if laurel_rank is None else int(laurel_rank)
+
+    def skip_weight_specs(self, channels, kernel_shape):
+        """`(name, shape, initializer)` of each weight of one layer's gated skip, after `kernel`
+        and `bias` (none for Greff's variants); `kernel_shape` is one branch's d -> d kernel
+        shape. A list of initializers fills equal slices of the last axis (`FusedInitializer`)."""
+        variant = self.variant
+        if variant == "rezero":
+            return [("alpha", (), keras.initializers.Zeros())]
+        if variant == "layerscale":
+            return [("layer_scale", (channels,), keras.initializers.Constant(self.layerscale_init))]
+        if variant == "laurel_rw":
+            return [("alpha", (), keras.initializers.Ones()),
+                    ("beta", (), keras.initializers.Ones())]
+        if variant == "gru_gate":
+            # W and U are drawn as W_H is (one branch's fans each), from streams of their own.
+            w = _reseeded(self.kernel_initializer, 101)
+            u = _reseeded(self.kernel_initializer, 201)
+            return [("gate_kernel", (*kernel_shape[:-1], 3 * channels), [w, w, w]),
+                    ("gate_recurrent_kernel", (*kernel_shape[:-1], 3 * channels), [u, u, u]),
+                    ("gate_bias", (channels,), keras.initializers.Constant(self.gru_gate_bias))]
+        if variant == "laurel_lr":
+            rank = self.laurel_rank or default_laurel_rank(channels)
+            if rank > channels:
+                raise ValueError(f"laurel_rank ({rank}) must be at most the channels "
+                                 f"({channels}): B·A is a low-rank map of x.")
+            # B = 0: a fresh layer is the residual layer y = H(x) + x it replaces.
+            return [("laurel_a", (channels, rank), [_reseeded(self.kernel_initializer, 301)]),
+                    ("laurel_b", (rank, channels), keras.initializers.Zeros())]
+        return []
+
+    def _skip_config(self):
+        """The config of the variant's own arguments (nothing for Greff's variants, whose
+        configs stay as they were)."""
+        key = {"layerscale": "layerscale_init", "gru_gate": "gru_gate_bias",
+               "laurel_lr": "laurel_rank"}.get(self.variant)
+        return {} if key is None else {key: getattr(self, key)}
+
+    def _refuse_gate(self, gate):
+        if self.variant in GATED_SKIPS:
+            raise ValueError(f"{type(self).__name__} of variant={self.variant!r} has no {gate}: "
+                             "only Greff et al.'s variants have T and C gates.")
 
     def _branch_initializers(self):
         """(kernel initializers, bias initializers) of the learned branches, in order."""
@@ -206,6 +317,9 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
         activity_regularizer,
         kernel_constraint,
         bias_constraint,
+        layerscale_init=1e-5,
+        gru_gate_bias=2.0,
+        laurel_rank=None,
         **kwargs,
     ):
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
@@ -215,6 +329,7 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
             carry_bias_initializer, kernel_regularizer, bias_regularizer, kernel_constraint,
             bias_constraint,
         )
+        self._set_skip_arguments(layerscale_init, gru_gate_bias, laurel_rank)
         self.lesioned = False
 
     def build(self, input_shape):
@@ -242,6 +357,11 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
             regularizer=self.bias_regularizer,
             constraint=self.bias_constraint,
         )
+        self._skip_names = []
+        for name, shape, init in self.skip_weight_specs(channels, branch_shape):
+            init = FusedInitializer(init) if isinstance(init, list) else init
+            setattr(self, name, self.add_weight(name=name, shape=shape, initializer=init))
+            self._skip_names.append(name)
         self.input_spec = keras.layers.InputSpec(
             ndim=self.input_spec.ndim,
             min_ndim=self.input_spec.min_ndim,
@@ -266,6 +386,11 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
     def call(self, inputs):
         if self.lesioned:
             return inputs
+        if self.variant in GATED_SKIPS:
+            weights = {name: ops.cast(getattr(self, name), self.compute_dtype)
+                       for name in self._skip_names}
+            return skip_combine(self.variant, inputs, self._branches(inputs)[0], weights,
+                                self._linear, self.channel_axis)
         return combine(self.variant, inputs, *self._branches(inputs))
 
     def _prepare(self, x):
@@ -280,14 +405,16 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
 
     def transform_gate(self, x):
         """T(x), with x's shape; ones for variants without a transform gate (c_only, residual,
-        plain)."""
+        plain). Refused for the gated skips."""
+        self._refuse_gate("transform gate")
         x = self._prepare(x)
         t = self._branches(x)[1]
         return ops.ones_like(x) if t is None else t
 
     def carry_gate(self, x):
         """C(x), with x's shape: 1 - T(x) when coupled, ones for t_only and residual, zeros for
-        plain."""
+        plain. Refused for the gated skips."""
+        self._refuse_gate("carry gate")
         x = self._prepare(x)
         _, t, c = self._branches(x)
         if self.variant == "coupled":
@@ -300,4 +427,4 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        return {**super().get_config(), **self._highway_config()}
+        return {**super().get_config(), **self._highway_config(), **self._skip_config()}

@@ -17,12 +17,15 @@ mostly bookkeeping. Three kinds are avoided here:
   once per step into one kernel per branch, and every per-layer tensor (weights, what the
   backward pass keeps, weight gradients) lives in a `TensorArray` read and written one layer
   at a time, inside the loop or out of it.
+
+The scaled skips (rezero, layerscale, laurel_rw) come as `scales` (depth, 2, d), each layer's
+y = s_H·H + s_x·x: one more per-layer weight, whose gradient is two batch sums per layer.
 """
 
 import keras
 import tensorflow as tf
 
-from layers._highway import combine
+from layers._highway import combine, scaled_combine
 
 # dL/dz from dL/dy written with the activation's output y = activation(z) (TensorFlow's fused
 # gradient kernels): what lets the backward pass use the saved H instead of recomputing z.
@@ -84,9 +87,11 @@ def _split_branches(kernel, bias, n):
     return (*tf.split(kernel, n, axis=-1), *tf.split(bias, n, axis=-1))
 
 
-def highway_stack(x, kernel, bias, activation, variant, learned, unroll, training=True):
+def highway_stack(x, kernel, bias, activation, variant, learned, unroll, training=True,
+                  scales=None):
     """`depth` highway layers on `x` (batch, d), kernel (depth, d, n*d), bias (depth, n*d), with
-    a hand-written gradient for x, kernel and bias. `training=False` keeps nothing per layer."""
+    a hand-written gradient for x, kernel and bias (and `scales`, (depth, 2, d), for a scaled
+    skip: y = s_H·H + s_x·x). `training=False` keeps nothing per layer."""
     backprop_h = _BACKPROP_FROM_OUTPUT[activation]
     backprop_gate = _BACKPROP_FROM_OUTPUT[keras.activations.sigmoid]
     gates = learned[1:]  # ("t",), ("t", "c"), ("c",) or () (residual, plain)
@@ -98,11 +103,14 @@ def highway_stack(x, kernel, bias, activation, variant, learned, unroll, trainin
             for u in range(count):
                 i = first + u
                 w = [a.read(i) for a in weights]
-                z = [tf.matmul(x, k) + b for k, b in zip(w[:n], w[n:])]
+                z = [tf.matmul(x, k) + b for k, b in zip(w[:n], w[n:2 * n])]
                 h, g = activation(z[0]), dict(zip(gates, map(tf.sigmoid, z[1:])))
                 if keep:
                     saved = [a.write(i, v) for a, v in zip(saved, (x, h, *g.values()))]
-                x = combine(variant, x, h, g.get("t"), g.get("c"))
+                if scales is None:
+                    x = combine(variant, x, h, g.get("t"), g.get("c"))
+                else:
+                    x = scaled_combine(x, h, w[2 * n])
             return x, saved
 
         return layers
@@ -117,7 +125,12 @@ def highway_stack(x, kernel, bias, activation, variant, learned, unroll, trainin
                 t, c = g.get("t"), g.get("c")
                 # dL/dH, dL/dT, dL/dC and the carry path's share of dL/dx, per variant.
                 dh = dy if t is None else dy * t
-                if variant == "coupled":  # y = x + T (H - x)
+                if scales is not None:  # y = s_H H + s_x x
+                    s = weights[2 * n].read(i)
+                    dh, dx, dz = dy * s[0], dy * s[1], {}
+                    d_scales = [tf.stack([tf.reduce_sum(dy * h, axis=0),
+                                          tf.reduce_sum(dy * x, axis=0)])]
+                elif variant == "coupled":  # y = x + T (H - x)
                     dz = {"t": dy * (h - x)}
                     dx = dy - dh
                 elif variant == "plain":  # y = H: no carry path
@@ -132,14 +145,17 @@ def highway_stack(x, kernel, bias, activation, variant, learned, unroll, trainin
                 dy = tf.add_n([*([] if dx is None else [dx]),
                                *(tf.matmul(z, k, transpose_b=True) for z, k in zip(dz, kernels))])
                 layer_grads = [*(tf.matmul(x, z, transpose_a=True) for z in dz),
-                               *(tf.reduce_sum(z, axis=0) for z in dz)]
+                               *(tf.reduce_sum(z, axis=0) for z in dz),
+                               *(d_scales if scales is not None else ())]
                 grads = [a.write(i, v) for a, v in zip(grads, layer_grads)]
             return dy, grads
 
         return layers
 
-    def run_forward(x, kernel, bias, keep):
+    def run_forward(x, kernel, bias, scales, keep):
         weights = [_per_layer(w) for w in _split_branches(kernel, bias, n)]
+        if scales is not None:
+            weights.append(_per_layer(scales))
         saved = [_empty(x, depth) for _ in range(2 + len(gates))] if keep else []
         y, saved = _over_layers(depth, unroll, forward(weights, keep), x, saved)
         # `write` returns arrays that log "TensorArray ... never used" when dropped unread, as
@@ -147,11 +163,12 @@ def highway_stack(x, kernel, bias, activation, variant, learned, unroll, trainin
         return y, weights, [a.identity() for a in saved]
 
     if not training:
-        return run_forward(x, kernel, bias, keep=False)[0]
+        return run_forward(x, kernel, bias, scales, keep=False)[0]
 
     @tf.custom_gradient
-    def run(x, kernel, bias):
-        y, weights, saved = run_forward(x, kernel, bias, keep=True)
+    def run(x, kernel, bias, *scaled):
+        y, weights, saved = run_forward(x, kernel, bias, scaled[0] if scaled else None,
+                                        keep=True)
 
         def grad(dy):
             shapes = [w.element_shape for w in weights]
@@ -159,8 +176,9 @@ def highway_stack(x, kernel, bias, activation, variant, learned, unroll, trainin
             dx, grads = _over_layers(depth, unroll, backward(weights, saved), dy, grads,
                                      reverse=True)
             grads = [a.stack() for a in grads]
-            return dx, tf.concat(grads[:n], axis=-1), tf.concat(grads[n:], axis=-1)
+            return (dx, tf.concat(grads[:n], axis=-1), tf.concat(grads[n:2 * n], axis=-1),
+                    *grads[2 * n:])
 
         return y, grad
 
-    return run(x, kernel, bias)
+    return run(x, kernel, bias, *(() if scales is None else (scales,)))

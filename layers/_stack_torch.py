@@ -24,12 +24,15 @@ keeps fewer tensors (each layer's x, H and gates). Other activations and
 `hand_written_backward = False` autograd through the `unbind` loop.
 
 (Pure PyTorch: keras.ops' conversions cost more than a width-50 layer's arithmetic.)
+
+The scaled skips (rezero, layerscale, laurel_rw) come as `scales` (depth, 2, d), each layer's
+y = s_H·H + s_x·x, unbound with the weights; their gradients are two batch sums per layer.
 """
 
 import keras
 import torch
 
-from layers._highway import combine, combine_backward
+from layers._highway import combine, combine_backward, scaled_combine, scaled_combine_backward
 
 _aten = torch.ops.aten
 
@@ -54,17 +57,21 @@ def has_fast_path(activation):
     return activation in _BACKPROP_FROM_OUTPUT
 
 
-def _forward(x, kernel, bias, activation, variant, learned, saved=None):
+def _forward(x, kernel, bias, activation, variant, learned, saved=None, scales=None):
     """The layers on `x`; `saved`, a list, gets each layer's (x, h, *gates) appended."""
     gates = learned[1:]
     width = x.shape[-1]
-    for k, b in zip(kernel.unbind(0), bias.unbind(0)):
+    per_layer = [None] * kernel.shape[0] if scales is None else scales.unbind(0)
+    for k, b, s in zip(kernel.unbind(0), bias.unbind(0), per_layer):
         z = torch.addmm(b, x, k).split(width, dim=-1)
         h = activation(z[0])
         g = {name: torch.sigmoid(v) for name, v in zip(gates, z[1:])}
         if saved is not None:
             saved.append((x, h, *g.values()))
-        x = combine(variant, x, h, g.get("t"), g.get("c"))
+        if s is None:
+            x = combine(variant, x, h, g.get("t"), g.get("c"))
+        else:
+            x = scaled_combine(x, h, s)
     return x
 
 
@@ -72,26 +79,32 @@ class _HighwayStack(torch.autograd.Function):
     """The stack with the paper's backward pass (one autograd node for all layers)."""
 
     @staticmethod
-    def forward(ctx, x, kernel, bias, activation, variant, learned):
+    def forward(ctx, x, kernel, bias, scales, activation, variant, learned):
         saved = []
-        y = _forward(x, kernel, bias, _ACTIVATIONS[activation], variant, learned, saved)
+        y = _forward(x, kernel, bias, _ACTIVATIONS[activation], variant, learned, saved, scales)
         per_layer = [torch.stack(values) for values in zip(*saved)]  # x, h, *gates
-        ctx.save_for_backward(kernel, *per_layer)
+        ctx.save_for_backward(kernel, scales, *per_layer)
         ctx.spec = (activation, variant, learned)
         return y
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
-        kernel, inputs, hs, *gate_values = ctx.saved_tensors
+        kernel, scales, inputs, hs, *gate_values = ctx.saved_tensors
         activation, variant, learned = ctx.spec
         backprop_h = _BACKPROP_FROM_OUTPUT[activation]
         gates = learned[1:]
         dz = dy.new_empty((kernel.shape[0], dy.shape[0], kernel.shape[-1]))
+        d_scales = None if scales is None else torch.empty_like(scales)
         for i in reversed(range(kernel.shape[0])):
             x, h = inputs[i], hs[i]
             g = {name: values[i] for name, values in zip(gates, gate_values)}
-            dx, dh, dt, dc = combine_backward(variant, x, h, g.get("t"), g.get("c"), dy)
+            if scales is None:
+                dx, dh, dt, dc = combine_backward(variant, x, h, g.get("t"), g.get("c"), dy)
+            else:
+                dx, dh, ds_h, ds_x = scaled_combine_backward(x, h, scales[i], dy)
+                torch.stack([ds_h.sum(dim=0), ds_x.sum(dim=0)], out=d_scales[i])
+                dt = dc = None
             dg = {"t": dt, "c": dc}
             dz_i = dz[i]
             torch.cat([backprop_h(h, dh),
@@ -101,15 +114,19 @@ class _HighwayStack(torch.autograd.Function):
                                                                              kernel[i].T)
         d_kernel = torch.bmm(inputs.transpose(1, 2), dz) if ctx.needs_input_grad[1] else None
         d_bias = dz.sum(dim=1) if ctx.needs_input_grad[2] else None
-        return dy, d_kernel, d_bias, None, None, None
+        return dy, d_kernel, d_bias, d_scales, None, None, None
 
 
-def highway_stack(x, kernel, bias, activation, variant, learned, hand_written=True):
+def highway_stack(x, kernel, bias, activation, variant, learned, hand_written=True,
+                  scales=None):
     """`depth` highway layers on `x` (batch, d), kernel (depth, d, n*d), bias (depth, n*d):
     the paper's backward pass where `hand_written` (and the activation allows), autograd
-    through the loop otherwise; without gradients, the loop alone."""
+    through the loop otherwise; without gradients, the loop alone. `scales` (depth, 2, d): a
+    scaled skip, y = s_H·H + s_x·x."""
     differentiated = torch.is_grad_enabled() and (
-        x.requires_grad or kernel.requires_grad or bias.requires_grad)
+        x.requires_grad or kernel.requires_grad or bias.requires_grad
+        or (scales is not None and scales.requires_grad))
     if differentiated and hand_written and has_fast_path(activation):
-        return _HighwayStack.apply(x, kernel, bias, activation, variant, learned)
-    return _forward(x, kernel, bias, _ACTIVATIONS.get(activation, activation), variant, learned)
+        return _HighwayStack.apply(x, kernel, bias, scales, activation, variant, learned)
+    return _forward(x, kernel, bias, _ACTIVATIONS.get(activation, activation), variant, learned,
+                    scales=scales)

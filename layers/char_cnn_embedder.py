@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from layers.highway_dense import HighwayDense
-from layers.variants import VARIANTS
+from layers.variants import ALL_VARIANTS, unknown_variant
 
 # Activations that never decrease: for these max(f(z)) = f(max(z)), so the layer pools the
 # convolution's pre-activations and applies f to one value per filter instead of to every
@@ -61,8 +61,9 @@ class CharCNNEmbedder(keras.layers.Layer):
         kernel_sizes: convolution widths, one per entry of `filters`. Defaults to `1..7`.
         conv_activation: applied to the convolutions before pooling. Defaults to `"tanh"`.
         highway_layers: number of `HighwayDense` layers after the CNN (0: none). Defaults to 2.
-        highway_variant: a `layers.VARIANTS` name (Greff et al. 2017's Table 1a). Defaults to
-            `"coupled"`.
+        highway_variant: a `layers.VARIANTS` name (Greff et al. 2017's Table 1a) or a gated
+            skip (`layers.variants.GATED_SKIPS`: `"rezero"`, `"layerscale"`, `"gru_gate"`,
+            `"laurel_rw"`, `"laurel_lr"`; see `HighwayDense`). Defaults to `"coupled"`.
         highway_activation: the highway layers' block state H. Defaults to `"relu"`.
         transform_bias_initializer: b_T of the highway layers (a number or an initializer).
             Defaults to -2.0.
@@ -72,6 +73,8 @@ class CharCNNEmbedder(keras.layers.Layer):
             `"glorot_uniform"`.
         bias_initializer: of the convolutions and the highway layers' b_H. Defaults to `"zeros"`.
         padding_id: the character id of padding. Defaults to 0.
+        layerscale_init, gru_gate_bias, laurel_rank: the gated skips' arguments, passed to
+            the highway layers (as in `HighwayDense`; each read by its variant only).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Input shape:
@@ -112,6 +115,9 @@ class CharCNNEmbedder(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         padding_id: int = 0,
+        layerscale_init=1e-5,
+        gru_gate_bias=2.0,
+        laurel_rank=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -122,9 +128,8 @@ class CharCNNEmbedder(keras.layers.Layer):
                 f"number of feature maps per width). Received: filters={filters}, "
                 f"kernel_sizes={kernel_sizes}"
             )
-        if highway_variant not in VARIANTS:
-            raise ValueError(f"highway_variant must be one of {', '.join(VARIANTS)}. "
-                             f"Received: highway_variant={highway_variant!r}")
+        if highway_variant not in ALL_VARIANTS:
+            raise ValueError(unknown_variant(highway_variant, "highway_variant"))
         self.char_vocab_size = int(char_vocab_size)
         self.char_embedding_dim = int(char_embedding_dim)
         self.filters = tuple(int(f) for f in filters)
@@ -162,7 +167,8 @@ class CharCNNEmbedder(keras.layers.Layer):
                 bias_initializer=self.bias_initializer,
                 transform_bias_initializer=transform_bias_initializer,
                 carry_bias_initializer=carry_bias_initializer,
-                name=f"highway_{i}", dtype=self.dtype_policy,
+                layerscale_init=layerscale_init, gru_gate_bias=gru_gate_bias,
+                laurel_rank=laurel_rank, name=f"highway_{i}", dtype=self.dtype_policy,
             )
             for i in range(1, self.highway_layers + 1)
         ]
@@ -239,6 +245,8 @@ class CharCNNEmbedder(keras.layers.Layer):
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "padding_id": self.padding_id,
         })
+        if self.highways:  # the gated skip's own argument, as the highway layers keep it
+            config.update(self.highways[0]._skip_config())
         return config
 
 

@@ -50,6 +50,15 @@ class HighwayConv2D(HighwayBase):
     the shape `(kh, kw, c, c)` of a single branch. A layer with kernel k has `2 * (k*k*c*c + c)`
     parameters when coupled.
 
+    The gated skips (`"rezero"`, `"layerscale"`, `"gru_gate"`, `"laurel_rw"`, `"laurel_lr"`)
+    are `HighwayDense`'s, per pixel, with H the convolution: ReZero's `alpha` is one scalar,
+    LayerScale's `lambda` one value per channel; GTrXL's W and U maps are "same" convolutions
+    of this layer's `kernel_size` (weights `gate_kernel`, `gate_recurrent_kernel`, each
+    `(kh, kw, c, 3c)`), so `7*kh*kw*c*c + 2*c` parameters; LAuReL-LR's `A` `(c, r)` and `B`
+    `(r, c)` are per-pixel maps over the channels (1x1 convolutions, as the skip they augment
+    is per pixel), `kh*kw*c*c + c + 2*r*c` parameters. See `HighwayDense` for the formulas,
+    initial values and references.
+
     Args:
         kernel_size: Integer or tuple of 2 integers, the height and width of the
             convolution window shared by H and the gates.
@@ -62,7 +71,9 @@ class HighwayConv2D(HighwayBase):
         activation: Activation of the block state H. Defaults to `"relu"`, as in
             all of the paper's convolutional highway nets.
         variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`,
-            `"plain"` (Greff et al. 2017, Table 1a). Defaults to `"coupled"`.
+            `"plain"` (Greff et al. 2017, Table 1a), or a gated skip: `"rezero"`,
+            `"layerscale"`, `"gru_gate"`, `"laurel_rw"`, `"laurel_lr"`. Defaults to
+            `"coupled"`.
         kernel_initializer: Initializer for W_H (and for W_T, W_C when their own
             initializers are None). Defaults to `"glorot_uniform"`.
         bias_initializer: Initializer for b_H. Defaults to `"zeros"`.
@@ -82,6 +93,12 @@ class HighwayConv2D(HighwayBase):
         activity_regularizer: Regularizer applied to the output of the layer.
         kernel_constraint: Constraint applied to the fused `kernel`.
         bias_constraint: Constraint applied to the fused `bias`.
+        layerscale_init: `"layerscale"` only: the initial value of every `lambda`. Defaults to
+            1e-5.
+        gru_gate_bias: `"gru_gate"` only: the initial `b_g`. Defaults to 2.0 (RLlib's GTrXL
+            default).
+        laurel_rank: `"laurel_lr"` only: the rank `r` of `B·A`, at most `c`. Defaults to None,
+            meaning `max(1, c // 8)`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Masking: not supported, as `keras.layers.Conv2D` does not support it
@@ -132,6 +149,9 @@ class HighwayConv2D(HighwayBase):
         activity_regularizer=None,
         kernel_constraint=None,
         bias_constraint=None,
+        layerscale_init=1e-5,
+        gru_gate_bias=2.0,
+        laurel_rank=None,
         **kwargs,
     ):
         kernel_size = _pair(kernel_size, "kernel_size")
@@ -169,6 +189,9 @@ class HighwayConv2D(HighwayBase):
             activity_regularizer=activity_regularizer,
             kernel_constraint=kernel_constraint,
             bias_constraint=bias_constraint,
+            layerscale_init=layerscale_init,
+            gru_gate_bias=gru_gate_bias,
+            laurel_rank=laurel_rank,
             **kwargs,
         )
         self.kernel_size = kernel_size

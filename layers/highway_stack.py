@@ -10,7 +10,9 @@ from layers._highway import (
     HighwayArguments,
     _reseeded,
     combine,
+    skip_combine,
 )
+from layers.variants import GATED_SKIPS, SCALED_SKIPS
 
 # Layers written out per chunk of the TensorFlow fast path's loop (layers/_stack_loop.py): the
 # loop's control is then paid once per 4 layers, and a step at depth 30 is as fast as with all
@@ -150,6 +152,18 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
       `unbind` slices, with a `torch.autograd.Function` (one autograd node for the stack).
       Other activations autograd through the loop.
 
+    The gated skips (`"rezero"`, `"layerscale"`, `"gru_gate"`, `"laurel_rw"`, `"laurel_lr"`;
+    see `HighwayDense` for their formulas, initial values and references) keep their own
+    weights stacked too, one entry per layer: `alpha` `(depth,)` (rezero, laurel_rw), `beta`
+    `(depth,)`, `layer_scale` `(depth, d)`, `gate_kernel` and `gate_recurrent_kernel`
+    `(depth, d, 3d)` and `gate_bias` `(depth, d)` (gru_gate), `laurel_a` `(depth, d, r)` and
+    `laurel_b` `(depth, r, d)` (laurel_lr). `"rezero"`, `"layerscale"` and `"laurel_rw"` are
+    `y = s_H * H + s_x * x` with per-layer scales, and run on every backend's fast path with the
+    backward pass written out for them too (the scales' gradients are reductions of what each
+    layer keeps anyway). `"gru_gate"` and `"laurel_lr"` add matmuls of their own per layer that
+    the written-out passes do not cover: they autodiff through `keras.ops.scan` on every
+    backend (the same path as lesioning).
+
     A stack with lesioned layers autodiffs through `keras.ops.scan` over single layers.
     `hand_written_backward = False` (an attribute, not config) autodiffs instead of the
     written-out backward pass (TensorFlow: through `keras.ops.scan`; JAX, PyTorch: through
@@ -182,7 +196,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             2015 §4 (the 50-layer analysis nets use tanh), a single layer the CIFAR and
             language-model blocks (ReLU H).
         variant: One of `"coupled"`, `"full"`, `"c_only"`, `"t_only"`, `"residual"`,
-            `"plain"`.
+            `"plain"`, or a gated skip: `"rezero"`, `"layerscale"`, `"gru_gate"`,
+            `"laurel_rw"`, `"laurel_lr"`.
         kernel_initializer: Initializer of each layer's W_H (and W_T, W_C when their own are
             None). Defaults to `"glorot_uniform"`.
         bias_initializer: Initializer of b_H. Defaults to `"zeros"`.
@@ -201,6 +216,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             4): a stack up to that deep runs with no loop, and start-up grows with `unroll`,
             not depth. A speed / trace-time trade like `keras.layers.RNN(unroll=...)`; results
             do not depend on it (nor, on JAX and PyTorch, anything else).
+        layerscale_init, gru_gate_bias, laurel_rank: as in `HighwayDense`, for every layer
+            (`"layerscale"`, `"gru_gate"`, `"laurel_lr"` only).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Input shape: `(batch_size, ..., d)`, `d` defined. Output shape: the same.
@@ -210,6 +227,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
           "Training Very Deep Networks".
         - [Greff, Srivastava & Schmidhuber, 2017](https://arxiv.org/abs/1612.07771),
           "Highway and Residual Networks learn Unrolled Iterative Estimation".
+        - The gated skips' papers: see `HighwayDense`.
     """
 
     def __init__(
@@ -229,6 +247,9 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         kernel_constraint=None,
         bias_constraint=None,
         unroll=UNROLL,
+        layerscale_init=1e-5,
+        gru_gate_bias=2.0,
+        laurel_rank=None,
         **kwargs,
     ):
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
@@ -240,6 +261,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             carry_bias_initializer, kernel_regularizer, bias_regularizer, kernel_constraint,
             bias_constraint,
         )
+        self._set_skip_arguments(layerscale_init, gru_gate_bias, laurel_rank)
         self.lesioned_layers = set()
         self.hand_written_backward = True
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
@@ -269,6 +291,12 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             regularizer=self.bias_regularizer,
             constraint=self.bias_constraint,
         )
+        self._skip_names = []
+        for name, shape, init in self.skip_weight_specs(d, (d, d)):
+            init = _PerLayerInitializer(init) if isinstance(init, list) else init
+            setattr(self, name, self.add_weight(name=name, shape=(self.depth, *shape),
+                                                initializer=init))
+            self._skip_names.append(name)
         self.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: d})
 
     # -- one layer ---------------------------------------------------------------------------
@@ -294,6 +322,29 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
                 c = ops.where(keep, ops.zeros_like(x), ops.ones_like(x))
         return h, t, c
 
+    def _combine(self, x, h, t, c, skip, keep):
+        """One layer's output; `skip` its gated skip's weights (a dict), `keep` its lesion flag."""
+        if self.variant not in GATED_SKIPS:
+            return combine(self.variant, x, h, t, c)
+        y = skip_combine(self.variant, x, h, skip)
+        return y if keep is None else ops.where(keep, y, x)
+
+    def _skip_weights(self):
+        """The gated skip's stacked weights by name, in the compute dtype (empty for Greff's)."""
+        return {name: ops.cast(getattr(self, name), self.compute_dtype)
+                for name in self._skip_names}
+
+    def _scales(self, d):
+        """`(depth, 2, d)`: each layer's s_H and s_x for the fast paths, y = s_H H + s_x x."""
+        skip = self._skip_weights()
+        ones = ops.ones((self.depth, d), self.compute_dtype)
+        if self.variant == "layerscale":
+            s_h = skip["layer_scale"]
+        else:  # rezero, laurel_rw: one scalar per layer
+            s_h = ops.expand_dims(skip["alpha"], -1) * ones
+        s_x = ops.expand_dims(skip["beta"], -1) * ones if "beta" in skip else ones
+        return ops.stack([s_h, s_x], axis=1)
+
     # -- the loop ----------------------------------------------------------------------------
 
     def _xs(self):
@@ -317,19 +368,24 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         backprop keeps anyway.
         """
         kernel, bias, keep = self._xs()
+        skip = self._skip_weights()
+        names = list(skip)
 
         def step(carry, xs):
-            k, b, m = xs if keep is not None else (*xs, None)
+            k, b, *rest = xs
+            w = dict(zip(names, rest))
+            m = rest[len(names)] if keep is not None else None
             h, t, c = self._gates(carry, k, b, m)
-            y = combine(self.variant, carry, h, t, c)
+            y = self._combine(carry, h, t, c, w, m)
             return y, collect(carry, h, t, c, y)
 
-        xs = (kernel, bias) if keep is None else (kernel, bias, keep)
+        xs = (kernel, bias, *skip.values(), *(() if keep is None else (keep,)))
         return ops.scan(step, x, xs)
 
     def call(self, inputs, training=None):
         path = _backend_path()
-        if path is not None and not self.lesioned_layers:
+        fast = self.variant not in GATED_SKIPS or self.variant in SCALED_SKIPS
+        if path is not None and fast and not self.lesioned_layers:
             tensorflow = keras.backend.backend() == "tensorflow"
             if not tensorflow or (self.hand_written_backward
                                   and path.has_fast_path(self.activation)):
@@ -343,12 +399,15 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         x = ops.reshape(inputs, (-1, d))
         kernel = ops.cast(self.kernel, self.compute_dtype)
         bias = ops.cast(self.bias, self.compute_dtype)
+        scales = self._scales(d) if self.variant in SCALED_SKIPS else None
         if tensorflow:
             y = path.highway_stack(x, kernel, bias, self.activation, self.variant,
-                                   self._learned, self.unroll, training=bool(training))
+                                   self._learned, self.unroll, training=bool(training),
+                                   scales=scales)
         else:  # JAX, PyTorch: their loop, autodiffed for other activations or when asked
             y = path.highway_stack(x, kernel, bias, self.activation, self.variant,
-                                   self._learned, hand_written=self.hand_written_backward)
+                                   self._learned, hand_written=self.hand_written_backward,
+                                   scales=scales)
         return ops.reshape(y, ops.shape(inputs))
 
     # -- analysis ------------------------------------------------------------------------------
@@ -373,13 +432,15 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
 
     def transform_gates(self, x):
         """T_i at each layer's input, `(depth, *x.shape)`; ones for c_only / residual / plain
-        (zeros for lesioned layers)."""
+        (zeros for lesioned layers). Refused for the gated skips."""
+        self._refuse_gate("transform gate")
         x = self._prepare(x)
         return self._scan(x, lambda x, h, t, c, y: ops.ones_like(x) if t is None else t)[1]
 
     def carry_gates(self, x):
         """C_i at each layer's input, `(depth, *x.shape)`: 1 - T when coupled, ones for t_only
-        and residual, zeros for plain."""
+        and residual, zeros for plain. Refused for the gated skips."""
+        self._refuse_gate("carry gate")
 
         def collect(x, h, t, c, y):
             if self.variant == "coupled":
@@ -399,7 +460,9 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
         One loop carries the layer input and the `(batch, depth)` means, filling a column per
         layer, so nothing is kept per layer: unlike the `(depth, ...)` methods it converts to
         TFLite with builtin ops (their per-layer arrays need a static batch size there).
+        Refused for the gated skips.
         """
+        self._refuse_gate("transform gate")
         x = self._prepare(x)
         kernel, bias, keep = self._xs()
         # Split by branch as the fast path splits them: an export holds one copy of each.
@@ -446,6 +509,8 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
             layer.build((None, d))
             layer.kernel.assign(kernel)
             layer.bias.assign(bias)
+            for weight in self._skip_names:
+                getattr(layer, weight).assign(getattr(self, weight)[len(layers)])
             layers.append(layer)
         return layers
 
@@ -471,10 +536,15 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
                         f"{other[key]!r} ({layer.name})"
                     )
         kernel, bias = stack_weights(layers)
-        stack = cls(depth=len(layers), **{k: config[k] for k in keep}, **kwargs)
+        skip = {k: config[k] for k in ("layerscale_init", "gru_gate_bias", "laurel_rank")
+                if k in config}
+        stack = cls(depth=len(layers), **{k: config[k] for k in keep}, **skip, **kwargs)
         stack.build((None, kernel.shape[1]))
         stack.kernel.assign(kernel)
         stack.bias.assign(bias)
+        for weight in stack._skip_names:
+            getattr(stack, weight).assign(np.stack(
+                [keras.ops.convert_to_numpy(getattr(layer, weight)) for layer in layers]))
         return stack
 
     def compute_output_shape(self, input_shape):
@@ -482,7 +552,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "depth": self.depth, **self._highway_config(),
-                "unroll": self.unroll}
+                "unroll": self.unroll, **self._skip_config()}
 
 
 def stack_weights(layers):

@@ -3,11 +3,24 @@
 Pure Python (no Keras), so that the command line and the studies read the names without
 importing a backend.
 
-The variants are those of Greff et al. 2017 (Table 1a). They are listed with the branches
+`VARIANTS` are those of Greff et al. 2017 (Table 1a). They are listed with the branches
 each learns, in the order the branches sit side by side in the fused kernel and bias:
 H (block state), T (transform gate), C (carry gate). A gate that is not learned is the
 constant 1, except that C is 1 - T for "coupled". "plain" has no gates and no carry:
 y = H(x) (T = 1, C = 0).
+
+`GATED_SKIPS` are later forms of the skip path, each learning H alone in the fused kernel and
+bias plus weights of its own (`extra_weights`):
+
+- "rezero": y = x + a·H(x), one scalar a, 0 at first (ReZero, Bachlechner et al. 2020; the
+  SkipInit of De & Smith 2020 is the same form).
+- "layerscale": y = x + diag(l)·H(x), l per channel, small at first (CaiT, Touvron et al. 2021).
+- "gru_gate": GTrXL's GRU-type gate around H (Parisotto et al. 2019).
+- "laurel_rw": y = a·H(x) + b·x, two learned scalars, 1 at first (LAuReL-RW, Menghani et al.
+  2025).
+- "laurel_lr": y = H(x) + x + B·A·x, A of rank `laurel_rank`, B 0 at first (LAuReL-LR).
+
+`ALL_VARIANTS` is every name the highway layers take.
 """
 
 LEARNED_BRANCHES = {
@@ -17,5 +30,53 @@ LEARNED_BRANCHES = {
     "t_only": ("h", "t"),
     "residual": ("h",),
     "plain": ("h",),
+    "rezero": ("h",),
+    "layerscale": ("h",),
+    "gru_gate": ("h",),
+    "laurel_rw": ("h",),
+    "laurel_lr": ("h",),
 }
-VARIANTS = tuple(LEARNED_BRANCHES)
+VARIANTS = ("coupled", "full", "c_only", "t_only", "residual", "plain")
+GATED_SKIPS = ("rezero", "layerscale", "gru_gate", "laurel_rw", "laurel_lr")
+ALL_VARIANTS = VARIANTS + GATED_SKIPS
+
+# The gated skips whose output is y = s_H·H(x) + s_x·x with per-layer scales (a scalar or a
+# per-channel vector): what HighwayStack's fast paths run with their written-out backward pass.
+SCALED_SKIPS = ("rezero", "layerscale", "laurel_rw")
+
+
+def unknown_variant(variant, argument="variant") -> str:
+    """The one-line message for a name that is not a variant, listing those that are."""
+    return (f"Unknown highway variant. Expected one of {ALL_VARIANTS} (Greff et al. 2017, "
+            f"Table 1a, then the gated skips). Received: {argument}={variant!r}")
+
+
+def default_laurel_rank(channels: int) -> int:
+    """`laurel_rank=None`: an eighth of the channels, at least 1."""
+    return max(1, channels // 8)
+
+
+def parameter_count(variant: str, channels: int, kernel_area: int = 1,
+                    laurel_rank: int | None = None) -> int:
+    """Parameters of one highway layer of `channels` channels; `kernel_area` = kh·kw for a
+    convolution (1 for a dense layer). With k = kernel_area and d = channels:
+
+    - Greff's variants: n·(k·d² + d), n the learned branches;
+    - rezero: k·d² + d + 1; layerscale: k·d² + 2d; laurel_rw: k·d² + d + 2;
+    - gru_gate: 7·k·d² + 2d (H, then W_r, W_z, W_g, U_r, U_z, U_g and b_g);
+    - laurel_lr: k·d² + d + 2·r·d (A: d x r, B: r x d, per pixel for a convolution).
+    """
+    if variant not in LEARNED_BRANCHES:
+        raise ValueError(unknown_variant(variant))
+    d, k = channels, kernel_area
+    h = k * d * d + d
+    extra = {
+        "rezero": 1,
+        "layerscale": d,
+        "gru_gate": 6 * k * d * d + d,
+        "laurel_rw": 2,
+        "laurel_lr": 2 * d * (laurel_rank or default_laurel_rank(d)),
+    }
+    if variant in extra:
+        return h + extra[variant]
+    return len(LEARNED_BRANCHES[variant]) * h

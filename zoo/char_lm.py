@@ -122,11 +122,11 @@ def char_lm(
 def parameter_count(*, char_vocab_size, char_embedding_dim, filters, kernel_sizes,
                     highway_layers, variant, lstm_units, lstm_layers, classes, **_) -> int:
     """The model's parameters by formula: embedding, convolutions, highway, LSTMs, softmax."""
-    from layers.variants import LEARNED_BRANCHES
+    from layers.variants import parameter_count as highway_parameters
 
     d = sum(filters)
     convs = sum(k * char_embedding_dim * f + f for f, k in zip(filters, kernel_sizes))
-    highway = highway_layers * len(LEARNED_BRANCHES[variant]) * (d * d + d)
+    highway = highway_layers * highway_parameters(variant, d)
     lstms = sum(4 * lstm_units * ((d if i == 0 else lstm_units) + lstm_units + 1)
                 for i in range(lstm_layers))
     return (char_vocab_size * char_embedding_dim + convs + highway + lstms

@@ -16,7 +16,8 @@ _OVERRIDE_HELP = {
     "width": "units per layer (FC nets)",
     "transform_bias": "initial transform-gate bias b_T",
     "activation": "the highway layers' activation (e.g. relu, tanh)",
-    "variant": "coupled, full, c_only, t_only, residual or plain (Greff et al. 2017)",
+    "variant": "coupled, full, c_only, t_only, residual or plain (Greff et al. 2017), or a "
+               "gated skip: rezero, layerscale, gru_gate, laurel_rw, laurel_lr",
     "classes": "number of classes (a fresh classifier)",
     "dropout": "MNIST conv nets: every dropout layer's rate, or one per layer (input and "
                "after stages 1-3: 0.2,0.3,0.4,0.5 as released); language models: one rate",

@@ -37,6 +37,10 @@ import keras
 import numpy as np
 
 from layers import BNHighwayBlock, HighwayConv2D, HighwayDense, HighwayStack
+from layers.variants import GATED_SKIPS
+
+# Variants without a transform gate T to analyse: plain (y = H(x)) and the gated skips.
+_UNGATED = ("plain", *GATED_SKIPS)
 
 # The layers the analyses look at: each computes y from x through a transform gate T(x).
 HIGHWAY_LAYERS = (HighwayDense, HighwayConv2D, BNHighwayBlock, HighwayStack)
@@ -103,10 +107,11 @@ def highway_layers(model: keras.Model) -> list:
 
     Layers of variant "plain" (y = H(x): no gates, no carry) are left out: T is undefined
     there, so a net of them is summarised, exported and analysed as a plain Dense net is
-    (no gate summaries, no "gates" signature, `analyze` refuses it with a message).
+    (no gate summaries, no "gates" signature, `analyze` refuses it with a message). So are
+    the gated skips (`layers.variants.GATED_SKIPS`), which have no T either.
     """
     found = [layer for layer in model.layers
-             if isinstance(layer, HIGHWAY_LAYERS) and layer.variant != "plain"]
+             if isinstance(layer, HIGHWAY_LAYERS) and layer.variant not in _UNGATED]
     stacks = [layer for layer in found if isinstance(layer, HighwayStack)]
     others = {layer.name for layer in model.layers}
     default = [name for stack in stacks for name in stack.layer_names()]
@@ -129,6 +134,13 @@ def no_gates_reason(model: keras.Model) -> str:
         return (f"its layers {', '.join(plain[:3])}{', ...' if len(plain) > 3 else ''} are "
                 "variant 'plain' (y = H(x)), which has no gates; gate analyses need a gated "
                 "variant (coupled, full, c_only, t_only, residual).")
+    skips = [layer for layer in model.layers
+             if isinstance(layer, HIGHWAY_LAYERS) and layer.variant in GATED_SKIPS]
+    if skips:
+        return (f"its layers {', '.join(layer.name for layer in skips[:3])}"
+                f"{', ...' if len(skips) > 3 else ''} are variant {skips[0].variant!r}, a gated "
+                "skip without a transform gate T; gate analyses need a gated variant (coupled, "
+                "full, c_only, t_only, residual).")
     return ("it holds no HighwayDense, HighwayConv2D, BNHighwayBlock or HighwayStack layer (a "
             "plain net has no gates).")
 
