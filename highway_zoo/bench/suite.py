@@ -7,7 +7,8 @@ the previous quick set took 26 minutes with the cores shared). The full set (`--
 the README quotes: about 2 h, from its parts measured 2026-11-23 on the idle machine (headline
 50 minutes, wide 8, conv 8 + 9, start-up about 25 estimated for three backends, serving and
 pipeline a few; trial_memory 5, timed 2026-11-25; whole_process about 4, estimated: 8
-processes a repeat, 3 repeats); longer when shared.
+processes a repeat, 3 repeats; quantization about 20 for the 14 shipped models, timed
+2026-11-26 with the cores shared, 3 in the quick set); longer when shared.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ QUICK = [
                               "--epochs", "1"]),
     ("trial_memory", "trial_memory", ["--depths", "10", "--trials", "8"]),
     ("whole_process", "whole_process", ["--repeats", "1"]),
+    ("quantization", "quantization", ["--models", "highway_fc10_mnist,highway_conv16_mnist",
+                                      "--calls", "50", "--gate-images", "500"]),
 ]
 FULL = [
     ("headline", "headline", []),
@@ -48,6 +51,7 @@ FULL = [
     ("pipeline", "pipeline", []),
     ("trial_memory", "trial_memory", []),
     ("whole_process", "whole_process", []),
+    ("quantization", "quantization", []),
 ]
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).
