@@ -220,6 +220,34 @@ def table(rows: list[dict]) -> str:
           f"{r['latency_b1_median_ms']['tflite_int8']:.3f}", *gates(r)] for r in rows])
 
 
+def gates_table(rows: list[dict]) -> str:
+    """Does int8 move T? The Keras int8 model's T against float's, element by element, and
+    the TFLite files' per-layer means."""
+    def cells(r):
+        g, lite = r["gates_keras"], r["gates_tflite"]
+        if g is None:
+            return ["–"] * 6
+        shifts = {layer: q - f for layer, (f, q) in lite.items()}
+        worst = max(shifts, key=lambda layer: abs(shifts[layer]))
+        return [f"{g['mean_t'][0]:.4f} → {g['mean_t'][1]:.4f}",
+                f"{100 * g['saturated'][0]:.2f} → {100 * g['saturated'][1]:.2f}",
+                f"{g['mean_abs_change']:.4f}", f"{g['max_abs_change']:.3f}",
+                f"{sum(abs(v) for v in shifts.values()) / len(shifts):.4f}",
+                f"{shifts[worst]:+.3f} (`{worst}`)"]
+
+    return driver.table(
+        ["model", "highway layers", "mean T (Keras float → int8)",
+         f"% T within {NEAR} of 0 or 1", "mean abs ΔT", "max abs ΔT",
+         "TFLite: mean abs Δ(layer's mean T)", "TFLite: largest Δ(layer's mean T)"],
+        ["---", "---:", *["---:"] * 6],
+        [[f"`{r['model']}`", len(r["gates_keras"]["layers"]) if r["gates_keras"] else 0,
+          *cells(r)] for r in rows])
+
+
+def markdown(rows: list[dict]) -> str:
+    return table(rows) + "\n\n" + gates_table(rows) + "\n"
+
+
 def parser() -> argparse.ArgumentParser:
     p = driver.parser("highway_zoo.bench.quantization", __doc__, RESULTS)
     p.add_argument("--models", help="comma-separated names (default: every shipped model)")
@@ -246,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     rows: list[dict] = []
 
     def write(complete: bool) -> str:
-        text = table(rows)
+        text = markdown(rows)
         summary = {
             "note": "Latencies: median per image at batch 1 on a shared 2-core machine with "
                     "other work running; indicative only, comparable within a row more than "
@@ -257,10 +285,10 @@ def run(args: argparse.Namespace) -> int:
             "calibration_images": args.calibration_images, "near": NEAR, "results": rows,
         }
         driver.write_results(args.out, summary)
-        markdown = Path(args.out).with_suffix(".md")
-        tmp = markdown.with_name(f".{markdown.name}.tmp")
-        tmp.write_text(text + "\n")
-        os.replace(tmp, markdown)  # never half a table
+        path = Path(args.out).with_suffix(".md")
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)  # never half a table
         return text
 
     def each(name: str) -> dict:
