@@ -19,8 +19,8 @@ from zoo.quantization import quantized_layers
 
 FC, CONV = "highway_fc10_mnist", "highway_conv16_mnist"
 # Test images the accuracies are taken on, and how far int8 may fall below float on them
-# (measured on the full test splits, docs/guide/quantization.md: at most 0.3 points for the
-# Keras int8 models, 0.9 for the int8 TFLite files).
+# (measured on the full test splits, docs/guide/quantization.md: at most 0.2 points for the
+# Keras int8 models, 0.6 for the int8 TFLite files; 400 images make a point 4 of them).
 IMAGES = 400
 BOUND = 0.02
 

@@ -25,6 +25,7 @@ bench/results/quantization.json and, beside it, quantization.md (the table).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -68,8 +69,10 @@ def _gates(model, images):
     """{layer: T as float32 arrays, (n, units...)} over `images`, batch by batch."""
     import numpy as np
 
-    from zoo.analysis.gates import GateProbe
+    from zoo.analysis.gates import GateProbe, highway_layers
 
+    if not highway_layers(model):  # a plain net: no gates
+        return {}
     probe = GateProbe(model)
     parts: dict[str, list] = {}
     for i in range(0, len(images), BATCH):
@@ -257,6 +260,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration-images", type=int, default=300,
                    help="training images the int8 TFLite file is calibrated on")
     p.add_argument("--data-dir", help="where the datasets are (training.data.load_dataset)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the models already in --out (an interrupted run: the results are "
+                   "written after each model) and measure the others")
     return p
 
 
@@ -272,6 +278,10 @@ def run(args: argparse.Namespace) -> int:
             "calibration_images": args.calibration_images, "data_dir": args.data_dir})
 
     rows: list[dict] = []
+    if args.resume and Path(args.out).is_file():
+        done = {r["model"]: r for r in json.loads(Path(args.out).read_text())["results"]}
+        rows = [done[name] for name in names if name in done]
+    todo = [name for name in names if name not in {r["model"] for r in rows}]
 
     def write(complete: bool) -> str:
         text = markdown(rows)
@@ -297,8 +307,9 @@ def run(args: argparse.Namespace) -> int:
         write(complete=False)  # a model at a time: minutes each on a shared machine
         return row
 
-    driver.interleaved(names, 1, each, describe=lambda name, row: (
+    driver.interleaved(todo, 1, each, describe=lambda name, row: (
         f"{name}: accuracy {row['accuracy']}, latency {row['latency_b1_median_ms']}"))
+    rows.sort(key=lambda r: names.index(r["model"]))
     text = write(complete=True)
     print()
     print(text)
