@@ -238,3 +238,22 @@ def test_bad_int8_input_is_one_clear_line(tmp_path, capsys):
     assert main(["export", FC, "--weights", "default", "--calibration-images", "5",
                  "--base-dir", str(tmp_path)]) == 2
     assert "--calibration-images applies to --quantize int8 only" in capsys.readouterr().err
+
+
+def test_gradients_pass_through_an_int8_dense_layer():
+    """As Dense's: the int8 product's gradient is the dequantized kernel's, so the bias of a
+    layer below a quantized one still trains (rounding alone has no gradient)."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    x = keras.Input((12,))
+    first = HighwayDense(activation="tanh")
+    model = keras.Model(x, HighwayDense(activation="tanh")(first(x)))
+    model.quantize("int8")
+    xs = np.random.default_rng(0).normal(size=(8, 12)).astype(np.float32)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(xs) ** 2)
+    grads = dict(zip([v.path for v in model.trainable_variables],
+                     tape.gradient(loss, model.trainable_variables)))
+    assert sorted(grads) == sorted(f"{layer.name}/bias" for layer in model.layers[1:])
+    assert float(tf.norm(grads[first.bias.path])) > 0
