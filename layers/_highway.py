@@ -284,7 +284,81 @@ class HighwayArguments:
         }
 
 
-class HighwayBase(HighwayArguments, keras.layers.Layer):
+class Int8Kernel:
+    """Keras's int8 quantization hooks (`quantize`, `quantized_build`, `_int8_call`), as
+    `keras.layers.Dense` implements them, for a layer with one fused `kernel` whose last axis
+    is the output channels. Mixed into `keras.layers.Layer`s.
+
+    `quantize("int8")` (what `model.quantize("int8")` calls) replaces the float `kernel` by an
+    int8 one of the same shape (non-trainable) and a float `kernel_scale` with one abs-max scale
+    per output channel (and per layer, in a stack): `kernel ≈ int8_kernel / kernel_scale`, as
+    Keras stores them; the bias stays float. The layer's dtype policy becomes
+    `int8_from_<policy>`, so a saved `.keras` file rebuilds the int8 variables (`build` calls
+    `quantized_build`) and loads them. Float weight files are untouched: quantize after loading.
+    """
+
+    # Whether the inputs are quantized too (per row, abs-max) for an int8 x int8 matmul, as
+    # Dense does; otherwise weights only: the int8 kernel is dequantized for a float op (no
+    # backend has an int8 convolution on every device, and Keras's Conv2D has no int8 mode).
+    _int8_inputs = False
+
+    def _int8_scale_axes(self, rank: int) -> tuple[int, ...]:
+        """The axes of a kernel of `rank` that one scale spans: all but the output channels."""
+        return tuple(range(rank - 1))
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        if mode != "int8":
+            raise NotImplementedError(
+                f"{type(self).__name__} supports quantize('int8') only (its fused [H|T|C] "
+                f"kernel, one scale per output channel). Received: mode={mode!r}"
+            )
+        from keras.quantizers import AbsMaxQuantizer, QuantizationConfig
+
+        axes = self._int8_scale_axes(len(self.kernel.shape))
+        quantizer = QuantizationConfig.weight_quantizer_or_default(
+            config, AbsMaxQuantizer(axis=axes))
+        values, scale = quantizer(self.kernel, to_numpy=True)
+        self.quantized_build(tuple(self.kernel.shape), mode, config)
+        self.kernel.assign(values)
+        self.kernel_scale.assign(ops.reshape(scale, self.kernel_scale.shape))
+        if self.dtype_policy.quantization_mode is None:
+            self.dtype_policy = keras.dtype_policies.get(f"int8_from_{self.dtype_policy.name}")
+
+    def quantized_build(self, kernel_shape, mode, config=None):
+        """Replaces the float `kernel` by the int8 one and adds `kernel_scale` (zeros and ones:
+        `quantize` or a loaded file fills them)."""
+        if mode != "int8":
+            raise self._quantization_mode_error(mode)
+        from keras.quantizers import AbsMaxQuantizer, QuantizationConfig
+
+        self.inputs_quantizer = QuantizationConfig.activation_quantizer_or_default(
+            config, AbsMaxQuantizer()) if self._int8_inputs else None
+        kernel = getattr(self, "kernel", None)
+        if kernel is not None:
+            # Layer.__delattr__ but its gc.collect(): 0.7 s a layer here, 70 s for fc100.
+            self._untrack_variable(kernel)
+            super(keras.layers.Layer, self).__delattr__("kernel")
+        axes = set(self._int8_scale_axes(len(kernel_shape)))
+        self.kernel = self.add_weight(name="kernel", shape=kernel_shape, initializer="zeros",
+                                      dtype="int8", trainable=False)
+        self.kernel_scale = self.add_weight(
+            name="kernel_scale", initializer="ones", trainable=False,
+            shape=tuple(s for i, s in enumerate(kernel_shape) if i not in axes))
+        self._is_quantized = True
+
+    def _int8_call(self, *args, **kwargs):
+        # The same body: the kernel reads (`_int8_linear`, `_compute_kernel`) see the mode.
+        return self.call(*args, **kwargs)
+
+    def _dequantized_kernel(self):
+        """The int8 kernel as floats, `int8 / kernel_scale`, in the compute dtype."""
+        scale = ops.convert_to_tensor(self.kernel_scale)
+        for axis in self._int8_scale_axes(len(self.kernel.shape)):
+            scale = ops.expand_dims(scale, axis)
+        return ops.divide(ops.cast(self.kernel, self.compute_dtype), scale)
+
+
+class HighwayBase(HighwayArguments, Int8Kernel, keras.layers.Layer):
     """The body of a highway layer; a subclass sets `channel_axis` and supplies the linear map.
 
     Subclasses implement `_branch_kernel_shape(channels)` (one branch's kernel shape, its last
@@ -367,12 +441,16 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
             min_ndim=self.input_spec.min_ndim,
             axes={self.channel_axis: channels},
         )
+        if self.quantization_mode:  # a saved int8 layer: the kernel becomes int8, as quantize()'s
+            self.quantized_build(tuple(self.kernel.shape), self.quantization_mode)
 
     def _branches(self, x):
         """H, T, C (T or C None where the variant fixes it to 1) from one fused linear map."""
-        kernel = ops.cast(self.kernel, self.compute_dtype)
         bias = ops.cast(self.bias, self.compute_dtype)
-        z = self._linear(x, kernel)
+        if self.quantization_mode == "int8":  # quantize("int8"): Int8Kernel
+            z = self._int8_linear(x)
+        else:
+            z = self._linear(x, ops.cast(self.kernel, self.compute_dtype))
         if self.channel_axis == -1:
             z = z + bias
         else:
@@ -382,6 +460,27 @@ class HighwayBase(HighwayArguments, keras.layers.Layer):
         t = ops.sigmoid(parts["t"]) if "t" in parts else None
         c = ops.sigmoid(parts["c"]) if "c" in parts else None
         return h, t, c
+
+    def _int8_linear(self, x):
+        """`_linear` with the int8 kernel: an int8 x int8 product of the inputs quantized per
+        row (int32 sums, then divided by both scales) where `_int8_inputs`, as Dense's
+        `_int8_call`, whose gradient (the dequantized kernel's) it copies; else weights only."""
+        if self.inputs_quantizer is None:
+            return self._linear(x, self._dequantized_kernel())
+
+        @ops.custom_gradient
+        def int8_linear(x, kernel, kernel_scale):
+            def grad_fn(*args, upstream=None):
+                upstream = args[0] if upstream is None else upstream
+                float_kernel = ops.divide(ops.cast(kernel, self.compute_dtype), kernel_scale)
+                return ops.matmul(upstream, ops.transpose(float_kernel)), None, None
+
+            q, x_scale = self.inputs_quantizer(x, axis=-1)
+            z = ops.cast(self._linear(q, kernel), self.compute_dtype)
+            return ops.divide(z, ops.multiply(kernel_scale, x_scale)), grad_fn
+
+        return int8_linear(x, ops.convert_to_tensor(self.kernel),
+                           ops.convert_to_tensor(self.kernel_scale))
 
     def call(self, inputs):
         if self.lesioned:

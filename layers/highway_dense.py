@@ -170,6 +170,9 @@ class HighwayDense(HighwayBase):
         # Each position is computed from itself alone, so a padding mask stays valid: pass it on.
         self.supports_masking = True
 
+    # quantize("int8"): an int8 x int8 matmul of the inputs quantized per row, as Dense's.
+    _int8_inputs = True
+
     def _branch_kernel_shape(self, channels):
         return (channels, channels)
 

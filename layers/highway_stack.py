@@ -8,6 +8,7 @@ from keras import ops
 from layers._highway import (
     FusedInitializer,
     HighwayArguments,
+    Int8Kernel,
     _reseeded,
     combine,
     skip_combine,
@@ -118,7 +119,7 @@ def _positive_int(name, value, meaning):
 
 
 @keras.saving.register_keras_serializable(package="highway_zoo")
-class HighwayStack(HighwayArguments, keras.layers.Layer):
+class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
     """`depth` fully connected highway layers of one width, kept as stacked weights.
 
     Computes the same function as `depth` chained `HighwayDense` layers,
@@ -298,6 +299,22 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
                                                 initializer=init))
             self._skip_names.append(name)
         self.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: d})
+        if self.quantization_mode:  # a saved int8 stack: the kernel becomes int8, as quantize()'s
+            self.quantized_build(tuple(self.kernel.shape), self.quantization_mode)
+
+    # -- int8 (Int8Kernel) --------------------------------------------------------------------
+    # Weights only: one scale per layer and output channel, and every backend's loop runs on
+    # the kernel dequantized once per call (an int8 matmul would need a quantizing step inside
+    # each fast path's loop and its hand-written backward pass).
+
+    def _int8_scale_axes(self, rank):
+        return (1,)  # (depth, d, n * d): per layer and output channel
+
+    def _compute_kernel(self):
+        """The stacked kernel in the compute dtype (an int8 one dequantized)."""
+        if self.quantization_mode == "int8":
+            return self._dequantized_kernel()
+        return ops.cast(self.kernel, self.compute_dtype)
 
     # -- one layer ---------------------------------------------------------------------------
 
@@ -348,7 +365,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
     # -- the loop ----------------------------------------------------------------------------
 
     def _xs(self):
-        kernel = ops.cast(self.kernel, self.compute_dtype)
+        kernel = self._compute_kernel()
         bias = ops.cast(self.bias, self.compute_dtype)
         if not self.lesioned_layers:
             return (kernel, bias, None)
@@ -397,7 +414,7 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
     def _fast_call(self, path, inputs, training, tensorflow):
         d = inputs.shape[-1]
         x = ops.reshape(inputs, (-1, d))
-        kernel = ops.cast(self.kernel, self.compute_dtype)
+        kernel = self._compute_kernel()
         bias = ops.cast(self.bias, self.compute_dtype)
         scales = self._scales(d) if self.variant in SCALED_SKIPS else None
         if tensorflow:
@@ -502,6 +519,9 @@ class HighwayStack(HighwayArguments, keras.layers.Layer):
 
         if not self.built:
             raise ValueError("HighwayStack.to_layers needs a built stack: call it first.")
+        if self.quantization_mode:
+            raise ValueError("HighwayStack.to_layers needs a float stack; this one is "
+                             f"quantized ({self.quantization_mode}): convert before quantizing.")
         d = self.kernel.shape[1]
         layers = []
         for name, (kernel, bias) in zip(self.layer_names(prefix, start), unstack_weights(self)):

@@ -15,7 +15,8 @@
 `RECIPES`) is pure Python, so the command line lists and describes the networks at once.
 Keras comes with the first network built: `load`, `save`, `save_weights`, `verify`,
 `HighwayZooModel` and the errors are imported on first use (PEP 562), as are the submodules
-`zoo.loading`, `zoo.model`, `zoo.presets` and `zoo.weights`.
+`zoo.loading`, `zoo.model`, `zoo.presets` and `zoo.weights`. `zoo.quantize` (Keras int8, after
+loading the float weights) is `zoo.quantization`'s.
 
 `keras.saving.load_model` reads a zoo `.keras` file once `HighwayZooModel` is registered:
 `import zoo` registers it (and the layers) when Keras is already imported (`import keras`
@@ -52,6 +53,7 @@ _LAZY = {
     "WeightsHashError": "zoo.weights",
     "WeightsMismatchError": "zoo.loading",
     "load": "zoo.loading",
+    "quantize": "zoo.quantization",
     "save": "zoo.presets",
     "save_weights": "zoo.weights",
     "verify": "zoo.weights",
@@ -69,6 +71,7 @@ __all__ = [
     "export",
     "list_models",
     "load",
+    "quantize",
     "save",
     "save_weights",
     "verify",

@@ -91,13 +91,24 @@ class HighwayZooModel(keras.Model):
         return meta
 
     def get_config(self) -> dict[str, Any]:
-        return {
+        from zoo.quantization import quantized_layers
+
+        config = {
             "architecture": self.architecture,
             "overrides": self.overrides,
             "name": self.name,
             "trainable": self.trainable,
         }
+        quantized = quantized_layers(self)
+        if quantized:  # zoo.quantize: rebuilt from the float architecture, then these layers
+            config["quantized_layers"] = quantized
+        return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any], custom_objects=None):
-        return cls(**config)
+        config = dict(config)
+        quantized = config.pop("quantized_layers", None) or {}
+        model = cls(**config)
+        for name, mode in quantized.items():  # int8 variables, for the saved ones to fill
+            model.get_layer(name).quantize(mode)
+        return model

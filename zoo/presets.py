@@ -75,6 +75,13 @@ def save(
             "zoo.save saves a zoo model (one that zoo.load returned), whose architecture it "
             f"records. Received: a {type(model).__name__}. Save any other Keras model with "
             "model.save('model.keras'), or zoo.save the zoo model inside it.")
+    from zoo.quantization import quantized_layers
+
+    if quantized_layers(model):
+        raise ValueError(
+            "zoo.save writes float presets; this model is quantized (zoo.quantize): save it "
+            "with model.save('model.keras'), which keras.saving.load_model reads back in int8, "
+            "or save the float model and quantize after loading.")
     directory = Path(directory)
     vocabulary = getattr(model, "vocabulary", None)
     if vocabulary is not None:  # a language model's ids travel with its weights

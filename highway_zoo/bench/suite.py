@@ -8,8 +8,9 @@ the README quotes: from its parts measured 2026-11-23 on the idle machine (headl
 50 minutes, wide 8, conv 8 + 9, start-up about 25 estimated for three backends, serving and
 pipeline a few; trial_memory 5, timed 2026-11-25; whole_process about 4, estimated: 8
 processes a repeat, 3 repeats; models_table 52 minutes with the cores shared, 2026-11-26, so
-perhaps 20 idle, not timed idle); about 2.5 h in all, longer when shared. The GPU set
-(`--gpu`) is below.
+perhaps 20 idle, not timed idle; quantization about 20 for the 14 shipped models, timed
+2026-11-26 with the cores shared, 3 in the quick set); about 2.5-3 h in all, longer when
+shared. The GPU set (`--gpu`) is below.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ QUICK = [
                                       "highway_conv16_mnist,highway_a_cifar10,resnet110_cifar10,"
                                       "resnet50_imagenet,lstm_char_small_ptb", "--steps", "2",
                                       "--max-seconds", "2"]),
+    ("quantization", "quantization", ["--models", "highway_fc10_mnist,highway_conv16_mnist",
+                                      "--calls", "50", "--gate-images", "500"]),
 ]
 FULL = [
     ("headline", "headline", []),
@@ -57,6 +60,7 @@ FULL = [
     ("trial_memory", "trial_memory", []),
     ("whole_process", "whole_process", []),
     ("models_table", "models_table", []),
+    ("quantization", "quantization", []),
 ]
 # The set for a machine with a GPU (`--gpu`), where JAX and PyTorch run and TensorFlow is not
 # installed (the GPU machines this project borrows): the headline experiment at depth 30 on
@@ -78,7 +82,7 @@ GPU = [
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).
 DURATION_QUICK = "about 20 minutes on this 2-core machine, estimated"
-DURATION_FULL = "about 2.5 h on this 2-core machine"
+DURATION_FULL = "about 3 h on this 2-core machine"
 
 
 def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from highway_zoo.cli.args import positive
+from highway_zoo.cli.args import add_data_dir, positive
 
 
 def _export_arguments(p) -> None:
@@ -15,7 +15,8 @@ def _export_arguments(p) -> None:
         "BASE_DIR/models.config to list every model there. Versions are never overwritten. "
         "A language model (lstm_char_*, --weights RUN_DIR) takes words and returns the next "
         "word's probabilities (docs/guide/export.md). --format tflite or onnx writes one file, "
-        "BASE_DIR/NAME/VERSION.tflite or .onnx, instead.")
+        "BASE_DIR/NAME/VERSION.tflite or .onnx, instead; --format tflite --quantize int8 a "
+        "full-integer one, VERSION.int8.tflite.")
     p.add_argument("name", help="architecture name (highway-zoo list), or a run directory")
     weights = p.add_mutually_exclusive_group()
     weights.add_argument("--weights", help="a run directory of highway-zoo train, a model "
@@ -41,6 +42,35 @@ def _export_arguments(p) -> None:
                    "with the same signatures (run it with zoo.serving.tflite.load); onnx: one "
                    "file BASE_DIR/NAME/VERSION.onnx with the same outputs, for onnxruntime "
                    "(the onnx extra; a language model's takes character ids)")
+    p.add_argument("--quantize", choices=("int8",),
+                   help="with --format tflite: a full-integer file "
+                   "BASE_DIR/NAME/VERSION.int8.tflite (int8 ops, uint8 raw pixels in), "
+                   "calibrated on images of the model's training split "
+                   "(docs/guide/quantization.md)")
+    p.add_argument("--calibration-images", type=positive, metavar="N",
+                   help="training images --quantize calibrates on (default 300, drawn with a "
+                   "fixed seed)")
+    add_data_dir(p)  # the dataset --quantize calibrates on
+
+
+def _calibration(args):
+    """The model's training images for --quantize: a function of the resolved model, so that
+    a name, a run directory and a preset all calibrate on their own dataset."""
+    if args.quantize is None:
+        if args.calibration_images is not None:
+            raise ValueError("--calibration-images applies to --quantize int8 only.")
+        return None
+    from training.data.images import CALIBRATION_IMAGES, representative_sample
+
+    def images(model):
+        dataset = model.metadata.get("dataset")
+        if dataset is None:
+            raise ValueError(f"{model.name} records no dataset to calibrate its int8 TFLite "
+                             "file on; export the float file (without --quantize).")
+        return representative_sample(dataset, args.calibration_images or CALIBRATION_IMAGES,
+                                     args.data_dir)
+
+    return images
 
 
 def export(args) -> None:
@@ -51,7 +81,7 @@ def export(args) -> None:
         random_weights=args.random_weights, name=args.served_name, warmup=not args.no_warmup,
         batching_config=args.batching_config,
         **({} if args.max_batch is None else {"max_batch": args.max_batch}),
-        format=args.format,
+        format=args.format, quantize=args.quantize, representative=_calibration(args),
     )
     print(f"exported {args.name} to {path}")
     if args.format == "tf_saved_model":

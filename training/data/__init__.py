@@ -17,7 +17,7 @@ _EXPORTS = {
     **dict.fromkeys(
         ("DATASETS", "SYSTEM_DATA_DIRS", "DataDirNotWritableError", "Dataset", "DatasetFileError",
          "DatasetNotFoundError", "DatasetSpec", "Examples", "OfflineFallbackWarning",
-         "first_examples", "load_dataset"),
+         "first_examples", "load_dataset", "representative_sample"),
         "images"),
 }
 

@@ -280,6 +280,37 @@ def load_dataset(
     )
 
 
+# Training images a full-integer TFLite file is calibrated on (TensorFlow's guide: "about
+# 100-500 samples"), drawn with this seed, so an export is repeatable.
+CALIBRATION_IMAGES = 300
+_CALIBRATION_SEED = 0
+
+
+def representative_sample(name: str, count: int = CALIBRATION_IMAGES,
+                          data_dir: str | os.PathLike | None = None) -> np.ndarray:
+    """`count` images drawn at random (a fixed seed) from `name`'s training split, uint8 raw
+    pixels: the sample an int8 TFLite file is calibrated on. A dataset not on this machine is
+    a `ValueError` in one line (never downloaded)."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"count must be a positive integer. Received: count={count!r}")
+    try:
+        dataset = load_dataset(name, data_dir)
+    except DatasetNotFoundError:
+        spec = _spec(name)
+        raise ValueError(
+            f"An int8 TFLite file is calibrated on a sample of the model's training data, and "
+            f"{name} is not on this machine (highway-zoo never downloads): put "
+            f"{', '.join(spec.files)} in a directory DIR and pass --data-dir DIR, or export the "
+            "float file (without --quantize).") from None
+    if not isinstance(dataset.train, Examples):
+        images, _ = first_examples(dataset.train, count)  # ImageNet: the first ones, decoded
+        return images.astype(np.uint8)
+    train = dataset.train.images
+    pick = np.random.default_rng(_CALIBRATION_SEED).choice(len(train), min(count, len(train)),
+                                                           replace=False)
+    return train[np.sort(pick)]
+
+
 def _tensorflow_reads_data_only() -> None:
     """On the JAX and PyTorch backends TensorFlow only reads the data (tf.data, on the CPU):
     hides the GPUs from it, so that it does not reserve the GPU memory the backend trains

@@ -91,6 +91,8 @@ def export(
     max_batch: int = DEFAULT_MAX_BATCH,
     batching_config: bool = False,
     format: str = "tf_saved_model",
+    quantize: str | None = None,
+    representative: Any = None,
     **overrides: Any,
 ) -> Path:
     """Writes `model_or_name` as SavedModel version `version` of model `name` under `base_dir`.
@@ -116,6 +118,12 @@ def export(
             or "onnx" for one file `<name>/<version>.onnx` with the same outputs in one graph,
             numbered likewise, for onnxruntime (zoo/serving/onnx.py; the `onnx` extra). A
             language model's ONNX file takes character ids, not words.
+        quantize: "int8" with format="tflite": a full-integer file
+            `<name>/<version>.int8.tflite` (numbered apart from the float ones), calibrated on
+            `representative`. For a Keras int8 model, see `zoo.quantize`.
+        representative: with quantize="int8": the calibration images, `(n, *input_shape)` raw
+            pixel values (a few hundred of the model's training images), or a function taking
+            the resolved model and returning them (the command line's reads its dataset).
         max_batch: the most images one request may hold; a larger request fails with an
             error saying so (unbounded, one request of 100,000 images took 20.9 GB).
         batching_config: also write `base_dir/batching.config`, TF Serving's batching
@@ -149,6 +157,10 @@ def export(
     version = None if version is None else int(version)
     if format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}. Received: format={format!r}")
+    if quantize is not None and format != "tflite":
+        raise ValueError(
+            f"quantize={quantize!r} applies to format='tflite' (a full-integer file); for a "
+            f"Keras int8 model use zoo.quantize(model). Received: format={format!r}")
     if format == "onnx":
         from zoo.serving import onnx
 
@@ -170,7 +182,10 @@ def export(
                              "of words uses string ops outside TFLite's builtins.")
         from zoo.serving import tflite
 
-        return tflite.export(model, Path(base_dir) / name, version, name)
+        if quantize is not None and callable(representative):
+            representative = representative(model)
+        return tflite.export(model, Path(base_dir) / name, version, name, quantize,
+                             representative)
     if format == "onnx":
         from zoo.serving import onnx
 
