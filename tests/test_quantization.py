@@ -257,3 +257,33 @@ def test_gradients_pass_through_an_int8_dense_layer():
                      tape.gradient(loss, model.trainable_variables)))
     assert sorted(grads) == sorted(f"{layer.name}/bias" for layer in model.layers[1:])
     assert float(tf.norm(grads[first.bias.path])) > 0
+
+
+@pytest.mark.parametrize("variant", ["rezero", "layerscale", "gru_gate", "laurel_rw",
+                                     "laurel_lr"])
+def test_a_gated_skip_quantizes_its_kernel_and_keeps_its_own_weights_float(variant):
+    """The gated skips (issue 31) quantize H's kernel alone: their own weights stay float and
+    the layer computes what the float layer computes on the dequantized kernel."""
+    rng = np.random.default_rng(1)
+    layer = HighwayDense(variant=variant, activation="tanh")
+    x = rng.normal(size=(8, 12)).astype("float32")
+    layer(x)
+    for weight in layer.weights:  # away from the identity start, so that H matters
+        weight.assign(rng.normal(scale=0.3, size=weight.shape).astype("float32"))
+    own = {w.name: keras.ops.convert_to_numpy(w) for w in layer.weights
+           if w.name not in ("kernel", "bias")}
+    float_layer = HighwayDense.from_config(layer.get_config())
+    float_layer(x)
+    float_layer.set_weights(layer.get_weights())
+    layer.quantize("int8")
+    assert str(layer.kernel.dtype) == "int8"
+    for name, value in own.items():
+        kept = next(w for w in layer.weights if w.name == name)
+        assert str(kept.dtype) == "float32" and np.array_equal(
+            keras.ops.convert_to_numpy(kept), value), name
+    dequantized = (keras.ops.convert_to_numpy(layer.kernel).astype("float32")
+                   / keras.ops.convert_to_numpy(layer.kernel_scale))
+    float_layer.kernel.assign(dequantized)
+    # HighwayDense's int8 path also quantizes its inputs per row: within a few steps of it.
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x)),
+                               keras.ops.convert_to_numpy(float_layer(x)), atol=0.05)
