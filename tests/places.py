@@ -1,8 +1,10 @@
-"""Real places that refuse writes, for tests: a read-only mount, a full disk, a user with
-no rights. Everything here runs as root (CI too), where chmod stops nothing."""
+"""Real places for tests: ones that refuse writes (a read-only mount, a full disk, a user with
+no rights) and free ports on 127.0.0.1. Everything here runs as root (CI too), where chmod
+stops nothing."""
 
 import contextlib
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -45,3 +47,15 @@ def read_only_dir(path: Path):
 def small_disk(path: Path, size: str = "2m"):
     """A real file system of `size` (tmpfs) at `path`, to fill up."""
     return tmpfs(path, f"size={size}")
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` TCP ports on 127.0.0.1 that nothing listened on a moment ago (bound, then freed),
+    for the multi-process tests' coordinators and workers."""
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports

@@ -5,13 +5,13 @@ TensorFlow starts."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
+from places import free_ports
 
 import zoo
 from training import distribute
@@ -51,16 +51,6 @@ def test_mirrored_strategy_trains_on_two_cpu_replicas(tmp_path):
     history = _read(tmp_path / "run" / "history.json")
     assert history[1]["loss"] < history[0]["loss"]
     assert _read(tmp_path / "run" / "metrics.json")["test_accuracy"] > 0.8  # chance is 0.1
-
-
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def _listens_on(pid, port):
@@ -105,7 +95,7 @@ def _start_workers(tmp_path, command, tag, attempts=3):
     them while they start: each worker is watched until it listens on its own port, and the
     pair starts again on new ports if one found its port taken in between."""
     for _ in range(attempts):
-        ports = _free_ports(2)
+        ports = free_ports(2)
         cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
         workers, logs = [], []
         for index in range(2):

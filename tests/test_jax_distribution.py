@@ -17,6 +17,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from places import free_ports
 
 from highway_zoo import cli
 from training import distribute
@@ -96,16 +97,6 @@ def _killed(work, tag, argv, env):
         return subprocess.Popen(
             [sys.executable, str(HERE / "fault_injection.py"), f"mid-epoch:{KILL_AT}", "--",
              *argv], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def _read(path):
@@ -196,7 +187,7 @@ def test_two_processes_train_as_one_device_and_resume_together(tmp_path, subtest
     command, against the uninterrupted pair."""
     (tmp_path / "no-data").mkdir()
     checkpoints = ("--checkpoint-every", str(CHECKPOINT_EVERY))
-    both, killed_port, resumed_port = _free_ports(3)
+    both, killed_port, resumed_port = free_ports(3)
     dp = ("--strategy", "data_parallel")
     one = Child(tmp_path, "one", [{"argv": _train(tmp_path, "one", "--no-gate-summaries")}])
     processes = [Child(tmp_path, f"processes-{i}", [{"argv": _train(tmp_path, "processes", *dp,
@@ -303,7 +294,7 @@ def test_a_coordinator_port_in_use_is_refused(monkeypatch):
 
 
 def test_a_process_without_its_coordinator_stops_in_one_line():
-    (port,) = _free_ports(1)  # nothing listens there
+    (port,) = free_ports(1)  # nothing listens there
     with pytest.raises(ValueError, match=f"No coordinator answered at '127.0.0.1:{port}' in "
                                          "0.5 s: start process 0") as refused:
         distribute._wait_for_coordinator(f"127.0.0.1:{port}", 0.5)
@@ -316,7 +307,7 @@ def test_a_process_without_its_coordinator_stops_in_one_line():
 
 def test_process_settings_on_loopback(monkeypatch):
     assert distribute._process_settings() is None  # no variables: one process
-    first, second = _free_ports(2)
+    first, second = free_ports(2)
     for process_id in (0, 1):
         monkeypatch.setenv("KERAS_DISTRIBUTION_JOB_ADDRESSES",
                            f"localhost:{first},127.0.0.1:{second}")
