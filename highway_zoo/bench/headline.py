@@ -87,8 +87,9 @@ def measure(name: str, depth: int, data_file: str, options: dict) -> dict:
     result = train(name, data, depth=depth, **options)
     result["compilation_cache_entries_at_start"] = cached
     framework = IMPLEMENTATIONS[name].framework
-    if framework != "numpy" and backends.accelerator(framework):  # a GPU run
-        result.update(device=backends.accelerator(framework),
+    device = None if framework == "numpy" else backends.accelerator(framework)
+    if device:  # a GPU run
+        result.update(device=device,
                       float32_precision=backends.float32_precision(framework),
                       device_peak_mb=backends.device_peak_mb(framework))
     peak = driver.memory_mb("VmHWM")
