@@ -100,14 +100,15 @@ def bias_study(args) -> None:
 
 
 def _variants_arguments(p) -> None:
-    from layers import VARIANTS
+    from layers.variants import ALL_VARIANTS
     from training.experiments.variants import MODES
 
     p.description = (
         "Trains every variant with one recipe and budget at every depth and seed, at equal "
         "width (50) and at about equal parameters per layer (width chosen per variant), and "
         "writes results.json, table.md and variants.png.")
-    add_list(p, "--variants", choices=VARIANTS, default=VARIANTS, help="the highway variants")
+    add_list(p, "--variants", choices=ALL_VARIANTS, default=ALL_VARIANTS,
+             help="the highway variants (Greff et al.'s six, then the gated skips)")
     _depths(p, (10, 20, 50, 100))
     add_seeds(p, 3)
     add_list(p, "--widths", choices=MODES, default=MODES,
@@ -132,7 +133,8 @@ def _variants_arguments(p) -> None:
                     "(`highway-zoo prepare-text`): train the variants in --model on it")
     lm.add_argument("--model", default=None, metavar="NAME",
                     help="the language model (default lstm_char_small_ptb); Residual gets "
-                    "twice its highway layers, as in the paper")
+                    "twice its highway layers, as in the paper, and each gated skip the "
+                    "count that matches coupled's highway parameters")
     lm.add_argument("--max-train-tokens", type=positive, metavar="N",
                     help="train on the first N tokens of train.txt only")
     add_out(p, "output directory", "runs/variants-TIME", resumable=True)
@@ -145,7 +147,8 @@ def _lm_variants(args) -> None:
     defaults = {"depths": [10, 20, 50, 100], "max_train_examples": None,
                 "max_test_examples": None, "transform_bias": -2.0, "learning_rate": None,
                 "per_layer": False}
-    given = [k for k, v in defaults.items() if getattr(args, k, v) not in (v, tuple(v or ()))]
+    given = [k for k, v in defaults.items()
+             if (list(getattr(args, k)) if isinstance(v, list) else getattr(args, k, v)) != v]
     if given:
         raise ValueError(f"--{given[0].replace('_', '-')} applies to the FC nets; with --corpus "
                          "the study trains a language model (its own recipe and layout).")

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 import zoo
-from layers.variants import VARIANTS
+from layers.variants import ALL_VARIANTS, GATED_SKIPS
+from layers.variants import parameter_count as layer_parameters
 from training.experiments.common import _stats, claim_study_dir, run_jobs
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import default_dir
@@ -41,13 +42,22 @@ from zoo.files import save_figure, write_text
 PAPER_TABLE_1A = {"full": 79.09, "coupled": 79.13, "c_only": 79.15, "t_only": 82.94,
                   "residual": 91.32, "plain": 92.60}
 _COLORS = {"coupled": "C0", "full": "C1", "c_only": "C2", "t_only": "C3", "residual": "C4",
-           "plain": "C5"}
+           "plain": "C5", "rezero": "C6", "layerscale": "C7", "gru_gate": "C8",
+           "laurel_rw": "C9", "laurel_lr": "k"}
 
 
 def highway_layers(model: str, variant: str) -> int:
-    """The model's highway layers; twice as many for Residual (the paper's 4 for 2)."""
-    layers = zoo.describe(model)["architecture_args"]["highway_layers"]
-    return 2 * layers if variant == "residual" else layers
+    """The model's highway layers; twice as many for Residual (the paper's 4 for 2); for a
+    gated skip, the count whose parameters are closest to the model's coupled layers."""
+    args = zoo.describe(model)["architecture_args"]
+    layers = args["highway_layers"]
+    if variant == "residual":
+        return 2 * layers
+    if variant in GATED_SKIPS:
+        width = sum(args["filters"])
+        ratio = layer_parameters("coupled", width) / layer_parameters(variant, width)
+        return max(1, round(layers * ratio))
+    return layers
 
 
 def summarise(runs: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[dict[str, Any]]:
@@ -123,7 +133,7 @@ def lm_variants_study(
     corpus: str | os.PathLike,
     *,
     model: str = "lstm_char_small_ptb",
-    variants: Sequence[str] = VARIANTS,
+    variants: Sequence[str] = ALL_VARIANTS,
     seeds: int | Sequence[int] = 2,
     epochs: int | None = None,
     max_train_tokens: int | None = None,
@@ -138,7 +148,7 @@ def lm_variants_study(
     Args:
         corpus: a Mikolov-format directory (`highway-zoo prepare-text`).
         model: a zoo language model.
-        variants: names from `layers.VARIANTS`.
+        variants: names from `layers.variants.ALL_VARIANTS`.
         seeds: how many seeds (0, 1, ...), or the seeds themselves.
         epochs: default: the recipe's (Kim's 25).
         max_train_tokens: train on the first N tokens of the training split only.
@@ -153,9 +163,9 @@ def lm_variants_study(
     if info["family"] != "char_lm":
         raise ValueError(f"{model} is not a language model; choose from "
                          f"{', '.join(zoo.list_models('lstm_char_*'))}.")
-    unknown = [v for v in variants if v not in VARIANTS]
+    unknown = [v for v in variants if v not in ALL_VARIANTS]
     if not variants or unknown or len(set(variants)) != len(variants):
-        raise ValueError(f"variants must be distinct names from {', '.join(VARIANTS)}. "
+        raise ValueError(f"variants must be distinct names from {', '.join(ALL_VARIANTS)}. "
                          f"Received: {list(variants)!r}")
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seed_list or len(set(seed_list)) != len(seed_list) or any(
@@ -177,6 +187,9 @@ def lm_variants_study(
                 "recipe": recipe_, "max_train_tokens": max_train_tokens,
                 "residual_rule": "Residual with twice the model's highway layers (Greff et "
                                  "al.: four for Large's two)"}
+    if set(variants) & set(GATED_SKIPS):
+        settings["gated_skip_rule"] = ("each gated skip with the highway layers whose "
+                                       "parameters are closest to the model's coupled layers")
     out = claim_study_dir(out or default_dir("lm-variants"),
                           {"corpus": corpus_record, **settings})
     print(f"Corpus: {corpus_record['directory']} ({corpus_record['train_tokens']:,} training "

@@ -1,4 +1,5 @@
-"""The variants study: which part of the highway layer matters (Greff et al. 2017, Table 1a).
+"""The variants study: which part of the highway layer matters (Greff et al. 2017, Table 1a),
+and the gated skips that came after it.
 
 Fully connected tanh nets of the depth study's layout (a plain stem layer, `depth - 1` layers of
 one variant, softmax) are trained with one recipe and budget (the sweep's: adam_fc, 12 epochs,
@@ -8,17 +9,20 @@ seed init) at several depths and seeds, for the six variants of y = H·T + x·C:
     c_only    T = 1, C learned     t_only    T learned, C = 1
     residual  T = C = 1            plain     T = 1, C = 0 (y = H: no skip at all)
 
-each at two widths:
+and the five gated skips of `layers.variants.GATED_SKIPS` (rezero, layerscale, gru_gate,
+laurel_rw, laurel_lr, each with its paper's initialisation), each at two widths:
 
 - "equal": every variant 50 units wide (the highway FC nets' width), so the gated variants
-  have 2-3 times the parameters of residual and plain.
+  have 2-3 times the parameters of residual and plain, and gru_gate 3.5 times coupled's.
 - "matched": each variant's width chosen so that one of its hidden layers has about as many
-  parameters as a coupled layer of width 50 (2 · (50² + 50) = 5,100): the closest integer w to
-  n · (w² + w) = 5,100 for a variant learning n branches: 50 for coupled, c_only and t_only,
-  41 for full, 71 for residual and plain (the paper's 71-unit plain nets). Greff et al. matched
-  by depth instead (four residual layers for two highway layers); here depth is the variable
-  studied, so width takes up the difference. A net whose width is the same in both modes is
-  trained once and reported in both.
+  parameters as a coupled layer of width 50 (2 · (50² + 50) = 5,100): the width w whose
+  `layers.variants.parameter_count(variant, w)` is closest to 5,100 (n · (w² + w) for a
+  variant learning n branches): 50 for coupled, c_only and t_only, 41 for full, 71 for
+  residual, plain, rezero and laurel_rw (the paper's 71-unit plain nets), 70 for layerscale,
+  64 for laurel_lr and 27 for gru_gate. Greff et al. matched by depth instead (four residual
+  layers for two highway layers); here depth is the variable studied, so width takes up the
+  difference. A net whose width is the same in both modes is trained once and reported in
+  both.
 
 Writes, under `out`::
 
@@ -43,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layers.variants import LEARNED_BRANCHES, VARIANTS
+from layers.variants import ALL_VARIANTS, LEARNED_BRANCHES
+from layers.variants import parameter_count as layer_parameters
 from training.experiments.common import (
     INITS,
     claim_study_dir,
@@ -62,21 +67,25 @@ WIDTH = 50
 MODES = ("equal", "matched")
 ARCHITECTURE = "highway_fc10_mnist"  # its family builds every variant, stacked or not
 _MARKERS = {"coupled": "o", "full": "D", "c_only": "^", "t_only": "v", "residual": "s",
-            "plain": "x"}
+            "plain": "x", "rezero": "P", "layerscale": "*", "gru_gate": "h", "laurel_rw": "<",
+            "laurel_lr": ">"}
+# Greff's gates solid, the ungated skips dashed, the later gated skips dash-dotted.
+_LINES = {**dict.fromkeys(("residual", "plain"), "--"), **dict.fromkeys(
+    ("rezero", "layerscale", "gru_gate", "laurel_rw", "laurel_lr"), "-.")}
 
 
 def matched_width(variant: str, width: int = WIDTH, reference: str = "coupled") -> int:
     """The width whose hidden layer of `variant` has the parameter count closest to a
     `reference` layer of `width` (the smaller width on a tie)."""
-    target = len(LEARNED_BRANCHES[reference]) * (width * width + width)
-    n = len(LEARNED_BRANCHES[variant])
-    return min(range(1, 4 * width + 1), key=lambda w: (abs(n * (w * w + w) - target), w))
+    target = layer_parameters(reference, width)
+    return min(range(1, 4 * width + 1),
+               key=lambda w: (abs(layer_parameters(variant, w) - target), w))
 
 
 def parameter_count(variant: str, depth: int, width: int, inputs: int = 784,
                     classes: int = 10) -> int:
     """Parameters of the FC net: stem Dense, `depth - 1` hidden layers, softmax."""
-    hidden = len(LEARNED_BRANCHES[variant]) * (width * width + width)
+    hidden = layer_parameters(variant, width)
     return inputs * width + width + (depth - 1) * hidden + width * classes + classes
 
 
@@ -91,9 +100,9 @@ def _positive(label: str, value: Any) -> None:
 
 
 def _check(variants, depths, seeds, modes, max_train_examples, max_test_examples) -> list[int]:
-    unknown = [v for v in variants if v not in VARIANTS]
+    unknown = [v for v in variants if v not in ALL_VARIANTS]
     if not variants or unknown or len(set(variants)) != len(variants):
-        raise ValueError(f"variants must be distinct names from {', '.join(VARIANTS)}. "
+        raise ValueError(f"variants must be distinct names from {', '.join(ALL_VARIANTS)}. "
                          f"Received: {list(variants)!r}")
     if not depths or any(not isinstance(d, int) or d < 2 for d in depths) \
             or len(set(depths)) != len(depths):
@@ -156,7 +165,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     modes = list(dict.fromkeys(r["mode"] for r in rows))
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     depths = sorted({r["depth"] for r in rows})
-    colours = {v: plt.get_cmap("tab10")(i) for i, v in enumerate(VARIANTS)}
+    colours = {v: plt.get_cmap("tab10")(i) if i < 10 else "k"
+               for i, v in enumerate(ALL_VARIANTS)}
     fig, axes = plt.subplots(2, len(modes), figsize=(5.5 * len(modes), 8), squeeze=False,
                              sharex=True)
     for col, mode in enumerate(modes):
@@ -171,7 +181,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
                 axes[row, col].errorbar(
                     x, [r[key]["mean"] for r in mine], yerr=[r[key]["std"] for r in mine],
                     marker=_MARKERS.get(variant, "o"), capsize=3, color=colours[variant],
-                    label=label, ls="--" if variant in ("residual", "plain") else "-",
+                    label=label, ls=_LINES.get(variant, "-"),
                 )
         top, bottom = axes[0, col], axes[1, col]
         top.set(title=f"{mode} {'width (50 units)' if mode == 'equal' else 'parameters per layer'}",
@@ -191,7 +201,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
 
 
 def variants_study(
-    variants: Sequence[str] = VARIANTS,
+    variants: Sequence[str] = ALL_VARIANTS,
     depths: Sequence[int] = (10, 20, 50, 100),
     seeds: int | Sequence[int] = 3,
     *,
@@ -213,7 +223,8 @@ def variants_study(
     """Trains every variant at every depth, width mode and seed; writes runs, JSON, table, PNG.
 
     Args:
-        variants: names from `layers.VARIANTS`.
+        variants: names from `layers.variants.ALL_VARIANTS` (Greff's six, then the gated
+            skips).
         depths: network depths (the plain stem layer plus `depth - 1` variant layers).
         seeds: how many seeds (0, 1, ...), or the seeds themselves.
         modes: "equal" (every variant 50 wide) and/or "matched" (`matched_width`).
@@ -260,8 +271,13 @@ def variants_study(
         "carry_bias": 2.0, "init": init, "kernel_initializer": INITS[init],
         "recipe": recipe_, "stacked": stacked, "isolate": isolate,
         "matched_widths": {v: matched_width(v) for v in variants},
-        "matching_rule": "per hidden layer: n·(w² + w) closest to a coupled layer of "
-                         f"width {WIDTH} (2·({WIDTH}² + {WIDTH}) parameters)",
+        "matching_rule": "per hidden layer: layers.variants.parameter_count(variant, w) "
+                         f"closest to a coupled layer of width {WIDTH} "
+                         f"(2·({WIDTH}² + {WIDTH}) parameters)",
+        # The gated skips at their layers' defaults, each its paper's initialisation.
+        "gated_skip_init": {"rezero": "alpha = 0", "layerscale": "lambda = 1e-5",
+                            "gru_gate": "b_g = 2.0", "laurel_rw": "alpha = beta = 1",
+                            "laurel_lr": "B = 0, rank = width // 8"},
     }
     # Run again with the same settings, the study resumes: finished runs are kept.
     out = claim_study_dir(out or default_dir("variants"), {"data": data_record, **settings})
