@@ -195,6 +195,23 @@ def test_resume_after_interruption_repeats_the_uninterrupted_run(corpus, tmp_pat
     assert run["resumed"][0]["epoch"] == 2
 
 
+def test_each_gated_skip_gets_the_highway_layers_closest_to_coupled_in_parameters():
+    from training.experiments.lm_variants import highway_layers
+
+    # Small: one coupled layer of d = 525 is 2·(d² + d) = 552,300 parameters. rezero,
+    # layerscale and laurel_rw learn about d² + d each: two layers; laurel_lr d² + d + 2·d·65
+    # = 344,400: two (688,800) beat one; gru_gate 7·d² + 2·d = 1,930,425: one (at least one).
+    small = {v: highway_layers("lstm_char_small_ptb", v) for v in (
+        "coupled", "residual", "plain", "rezero", "layerscale", "laurel_rw", "laurel_lr",
+        "gru_gate")}
+    assert small == {"coupled": 1, "residual": 2, "plain": 1, "rezero": 2, "layerscale": 2,
+                     "laurel_rw": 2, "laurel_lr": 2, "gru_gate": 1}
+    # Large: two coupled layers of d = 1,100 (4,844,400); laurel_lr's 1,100² + 1,100 +
+    # 2·1,100·137 = 1,512,500 a layer: three (4,537,500) are closest.
+    assert highway_layers("lstm_char_large_ptb", "laurel_lr") == 3
+    assert highway_layers("lstm_char_large_ptb", "rezero") == 4
+
+
 def test_lm_variants_study_end_to_end(corpus, tmp_path):
     from training.experiments.lm_variants import lm_variants_study
 

@@ -27,6 +27,33 @@ def test_matched_widths_follow_the_stated_rule():
         assert model.count_params() == parameter_count(variant, 3, width)
 
 
+def test_gated_skips_are_matched_by_their_own_layer_counts():
+    # A coupled width-50 layer has 5,100 parameters. rezero 71² + 71 + 1 = 5,113 and laurel_rw
+    # 5,114 (71 wins over 70's 4,971+); layerscale 70² + 2·70 = 5,040 beats 71's 5,183;
+    # laurel_lr (rank w // 8) 64² + 64 + 2·64·8 = 5,184 beats 63's 4,914; gru_gate
+    # 7·27² + 2·27 = 5,157 beats 26's 4,784.
+    assert {v: matched_width(v) for v in ("rezero", "layerscale", "gru_gate", "laurel_rw",
+                                          "laurel_lr")} == {
+        "rezero": 71, "layerscale": 70, "gru_gate": 27, "laurel_rw": 71, "laurel_lr": 64}
+    for variant, width in (("rezero", 71), ("layerscale", 70), ("gru_gate", 27),
+                           ("laurel_rw", 71), ("laurel_lr", 64)):
+        model = zoo.load("highway_fc10_mnist", depth=3, width=width, variant=variant,
+                         stacked=True)
+        assert model.count_params() == parameter_count(variant, 3, width)
+
+
+def test_a_gated_skip_runs_in_the_study_beside_a_greff_variant(tmp_path):
+    results = variants_study(["t_only", "rezero"], [3], 1, modes=["matched"],
+                             dataset=separable_digits(n_train=128, n_test=50), epochs=1,
+                             out=tmp_path / "study", isolate=False)
+    rows = {r["variant"]: r for r in results["summary"]}
+    assert rows["rezero"]["width"] == 71 and rows["t_only"]["width"] == 50
+    (run,) = [r for r in results["runs"] if r["variant"] == "rezero"]
+    assert run["overrides"]["variant"] == "rezero" and run["transform_bias"] is None
+    assert results["settings"]["gated_skip_init"]["rezero"] == "alpha = 0"
+    assert "| 3 | rezero | 71 | " in (tmp_path / "study" / "table.md").read_text()
+
+
 def test_study_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     out = tmp_path / "variants"
     results = variants_study(
@@ -112,15 +139,22 @@ def test_bad_options_are_refused_before_any_work(tmp_path, kwargs, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--variants", "coupled,highway"], "argument --variants: invalid choice: 'highway'"),
+    # The language-model study: an FC option is refused, and the defaults pass that check
+    # (a float default once made it fail) to reach the corpus's own check.
+    (["--corpus", "x", "--transform-bias", "1"], "--transform-bias applies to the FC nets"),
+    (["--corpus", "/nonexistent/corpus"], "/nonexistent/corpus"),
     (["--widths", "wide"], "argument --widths: invalid choice: 'wide'"),
     (["--seeds", "0"], "argument --seeds: expected a positive integer"),
     (["--max-train-examples", "0"], "argument --max-train-examples: expected a positive"),
 ])
 def test_bad_flags_are_one_line_usage_errors(tmp_path, capsys, args, message):
     out = tmp_path / "variants"
-    with pytest.raises(SystemExit) as refused:
-        cli.main(["variants", "--depths", "2", "--out", str(out), *args])
-    assert refused.value.code == 2
+    depths = [] if "--corpus" in args else ["--depths", "2"]
+    try:  # argparse's usage errors exit; the command's own refusals return the status
+        code = cli.main(["variants", *depths, "--out", str(out), *args])
+    except SystemExit as refused:
+        code = refused.code
+    assert code == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
