@@ -23,6 +23,7 @@ import zoo
 from highway_zoo.cli import main
 from layers.highway_stack import unstack_weights
 from zoo.files import sha256_of
+from zoo.serving.signatures import variables_sha256
 from zoo.weights import WEIGHTS_FILE
 
 # `zoo.export` is the function (zoo/__init__.py re-exports it); this is the module.
@@ -316,7 +317,7 @@ def test_provenance_is_recorded(models, exported, tmp_path):
     _, paths = exported
     record = json.loads((paths[FC] / "assets.extra" / "highway_zoo.json").read_text())
     assert record["architecture"] == FC and record["overrides"] == {"depth": 3}
-    assert record["variables_sha256"] == export_module.variables_sha256(models[FC])
+    assert record["variables_sha256"] == variables_sha256(models[FC])
     assert record["input"]["name"] == "pixels" and record["input"]["shape"] == [None, 28, 28, 1]
     assert sorted(record["signatures"]["gates"]) == ["highway_1", "highway_2"]
 
@@ -327,7 +328,7 @@ def test_provenance_is_recorded(models, exported, tmp_path):
     record = json.loads((path / "assets.extra" / "highway_zoo.json").read_text())
     assert record["weights"]["sha256"] == sha256_of(run_dir / WEIGHTS_FILE)
     assert record["overrides"] == {"depth": 3}
-    assert record["variables_sha256"] == export_module.variables_sha256(models[FC])
+    assert record["variables_sha256"] == variables_sha256(models[FC])
 
 
 def stacked_pair(depth: int = 5) -> tuple[keras.Model, keras.Model]:

@@ -29,8 +29,7 @@ import zoo
 import zoo.serving.onnx
 from highway_zoo.cli import main
 from zoo.char_lm import END_CHAR, EOS, PAD_CHAR, START_CHAR, UNK
-from zoo.serving.saved_model import variables_sha256
-from zoo.serving.signatures import highway_layers
+from zoo.serving.signatures import highway_layers, variables_sha256
 
 # Every family converted by tf2onnx and run by onnxruntime: about a minute on 2 cores, so
 # `make test` leaves it to `make test-slow` (CI runs both).

@@ -38,7 +38,6 @@ reader never sees half a file and an existing file is never overwritten.
 
 from __future__ import annotations
 
-import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -165,13 +164,10 @@ def export(model, model_dir: Path, version: int | None, name: str,
 
 
 def _provenance(model, name: str, weights_record: dict, vocabulary: dict | None) -> dict:
-    import keras
-    import tensorflow as tf
     import tf2onnx
 
     from zoo.serving.language_model import is_language_model
-    from zoo.serving.saved_model import variables_sha256
-    from zoo.serving.signatures import INPUT_NAME, highway_layers, input_shape_of
+    from zoo.serving.signatures import INPUT_NAME, highway_layers, input_shape_of, provenance
 
     if is_language_model(model):
         width = int(model.inputs[0].shape[-1])
@@ -189,17 +185,5 @@ def _provenance(model, name: str, weights_record: dict, vocabulary: dict | None)
                    "logits": "float32 [batch, classes]",
                    **{layer.name: "float32 [batch] (mean transform gate)"
                       for layer in highway_layers(model)}}
-    return {
-        "format": 1,
-        "name": name,
-        "architecture": getattr(model, "architecture", None),
-        "overrides": getattr(model, "overrides", {}),
-        "weights": weights_record,
-        "variables_sha256": variables_sha256(model),
-        "input": input_,
-        "outputs": outputs,
-        "metadata": getattr(model, "metadata", {}),
-        "exported_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__,
-                     "tf2onnx": tf2onnx.__version__, "opset": OPSET},
-    }
+    return provenance(model, name, weights_record, input_, ("outputs", outputs),
+                      versions={"tf2onnx": tf2onnx.__version__, "opset": OPSET})

@@ -34,8 +34,6 @@ zoo/serving/language_model.py.
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import json
 import numbers
 import os
@@ -52,6 +50,7 @@ from zoo.serving.signatures import (
     TMP_PREFIX,
     highway_layers,
     input_shape_of,
+    provenance,
 )
 from zoo.serving.signatures import build_archive as _build_archive
 from zoo.serving.signatures import writable_dir as _writable_dir
@@ -381,23 +380,8 @@ def _write_records(path: str | os.PathLike, logs: list) -> Path:
     return Path(path)
 
 
-def variables_sha256(model) -> str:
-    """A sha256 over the model's weights (names, shapes and values), in order."""
-    import numpy as np
-
-    digest = hashlib.sha256()
-    for variable in model.weights:
-        value = np.ascontiguousarray(np.asarray(variable))
-        digest.update(f"{variable.path}:{value.dtype}:{value.shape};".encode())
-        digest.update(value.tobytes())
-    return digest.hexdigest()
-
-
 def _provenance(model, name: str, weights_record: dict, warmup: bool,
                 vocabulary: dict | None = None) -> dict[str, Any]:
-    import keras
-    import tensorflow as tf
-
     if vocabulary is not None:  # a language model: words in
         from zoo.serving import language_model as lm_export
 
@@ -405,20 +389,8 @@ def _provenance(model, name: str, weights_record: dict, warmup: bool,
         outputs = lm_export.output_record(vocabulary)
     else:
         input_, outputs = _image_records(model)
-    return {
-        "format": 1,
-        "name": name,
-        "architecture": getattr(model, "architecture", None),
-        "overrides": getattr(model, "overrides", {}),
-        "weights": weights_record,
-        "variables_sha256": variables_sha256(model),
-        "input": input_,
-        "signatures": outputs,
-        "warmup_requests": WARMUP_FILE if warmup else None,
-        "metadata": getattr(model, "metadata", {}),
-        "exported_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
-    }
+    return provenance(model, name, weights_record, input_, ("signatures", outputs),
+                      warmup_requests=WARMUP_FILE if warmup else None)
 
 
 def _image_records(model) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:

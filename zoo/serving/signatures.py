@@ -5,11 +5,14 @@ export directory (hidden temporaries, a writable base, numbered files never over
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import os
 import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 INPUT_NAME = "pixels"
 SIGNATURES = ("serving_default", "logits", "gates")
@@ -35,6 +38,46 @@ def input_shape_of(model) -> tuple[int, ...]:
     if any(d is None for d in shape):
         raise ValueError(f"The input shape must be fully known besides the batch. Got {shape}.")
     return shape
+
+
+def variables_sha256(model) -> str:
+    """A sha256 over the model's weights (names, shapes and values), in order."""
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for variable in model.weights:
+        value = np.ascontiguousarray(np.asarray(variable))
+        digest.update(f"{variable.path}:{value.dtype}:{value.shape};".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def provenance(model, name: str, weights_record: dict, input_: dict[str, Any],
+               outputs: tuple[str, dict], **fields: Any) -> dict[str, Any]:
+    """What every export records of where its model came from (the SavedModel's
+    assets.extra record, the ONNX file's metadata): the model, its weights and their hash,
+    the input, `outputs` as (its key, its description), then `fields`; the library versions,
+    to which a `versions` field adds."""
+    import keras
+    import tensorflow as tf
+
+    extra_versions = fields.pop("versions", {})
+    key, described = outputs
+    return {
+        "format": 1,
+        "name": name,
+        "architecture": getattr(model, "architecture", None),
+        "overrides": getattr(model, "overrides", {}),
+        "weights": weights_record,
+        "variables_sha256": variables_sha256(model),
+        "input": input_,
+        key: described,
+        **fields,
+        "metadata": getattr(model, "metadata", {}),
+        "exported_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__,
+                     **extra_versions},
+    }
 
 
 def signature_fns(model, max_batch: int | None = None) -> dict[str, Callable]:
