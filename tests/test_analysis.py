@@ -480,3 +480,39 @@ def test_cli_analyze_a_stacked_run(tmp_path, capsys):
         "stacked"] is True
     assert reports["stacked"]["layers"] == ["highway_1", "highway_2", "highway_3"]
     assert_same_report(reports["stacked"], reports["per_layer"])
+
+
+@pytest.mark.backends
+def test_the_gate_probe_compiled_on_jax_gives_the_eager_values_of_the_current_weights(tmp_path):
+    from test_backends import run_on_backend
+
+    # On JAX, GateProbe's NumPy results come from one jitted function of the weights and the
+    # batch. Against the same probe run op by op: equal, for a stack and per-layer nets, and
+    # after the weights change (the weights are arguments, not constants baked in).
+    out = run_on_backend("jax", """
+        import zoo
+        from zoo.analysis.gates import GateProbe
+
+        for stacked in (True, False):
+            model = zoo.load("highway_fc10_mnist", depth=5, width=8, stacked=stacked)
+            probe = GateProbe(model)
+            for step in range(2):
+                compiled, eager = probe.gates(IN["x"], numpy=True), probe._trace(
+                    IN["x"], with_io=False, numpy=True)
+                io, io_eager = probe(IN["x"], numpy=True), probe._trace(
+                    IN["x"], with_io=True, numpy=True)
+                tag = f"{stacked}_{step}"
+                OUT["compiled_" + tag] = np.stack([compiled[k] for k in sorted(compiled)])
+                OUT["eager_" + tag] = np.stack([eager[k] for k in sorted(eager)])
+                OUT["io_" + tag] = np.stack([np.concatenate(io[k], axis=-1) for k in sorted(io)])
+                OUT["io_eager_" + tag] = np.stack(
+                    [np.concatenate(io_eager[k], axis=-1) for k in sorted(io_eager)])
+                for v in model.trainable_variables:
+                    v.assign(v * 0.5 + 0.3)
+    """, tmp_path, x=np.random.default_rng(0).uniform(0, 255, (16, 28, 28, 1)).astype(np.float32))
+    for stacked in (True, False):
+        for step in (0, 1):
+            tag = f"{stacked}_{step}"
+            np.testing.assert_allclose(out["compiled_" + tag], out["eager_" + tag], atol=1e-6)
+            np.testing.assert_allclose(out["io_" + tag], out["io_eager_" + tag], atol=1e-5)
+        assert np.abs(out[f"compiled_{stacked}_1"] - out[f"compiled_{stacked}_0"]).max() > 1e-2

@@ -266,8 +266,34 @@ class GateProbe:
         self.inputs_net = keras.Model(
             inputs, {source.name: source.input for source, _ in self.sources}
         )
+        self._compiled = {}
 
     def _run(self, x, with_io: bool, numpy: bool) -> dict[str, Any]:
+        if numpy and keras.backend.backend() == "jax":
+            return self._run_compiled(x, with_io)
+        return self._trace(x, with_io, numpy)
+
+    def _run_compiled(self, x, with_io: bool) -> dict[str, Any]:
+        """On JAX, one compiled function of the weights and the batch. Run eagerly, each op
+        is dispatched on its own and a stack's lax.scan is traced again at every call (a
+        gate summary per epoch: 0.2 s each on 2 cores); compiled, a call costs milliseconds,
+        and JAX's persistent cache keeps the compilation for the next process. The weights
+        are arguments, not constants, so a later call sees the weights as they are then."""
+        import jax
+
+        if with_io not in self._compiled:
+            variables = list(self.model.variables)
+
+            def run(values, x):
+                with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                    return self._trace(x, with_io, numpy=False)
+
+            self._compiled[with_io] = variables, jax.jit(run)
+        variables, run = self._compiled[with_io]
+        out = run([v.value for v in variables], x)
+        return jax.tree_util.tree_map(np.asarray, out)
+
+    def _trace(self, x, with_io: bool, numpy: bool) -> dict[str, Any]:
         def convert(value):
             return keras.ops.convert_to_numpy(value) if numpy else value
 
