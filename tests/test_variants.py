@@ -199,3 +199,35 @@ def test_a_study_at_another_learning_rate_trains_every_net_at_it(tmp_path):
     # At 1e-9 the net does not move from its initial loss; at adam_fc's rate it learns.
     assert curves[1e-9][1] == pytest.approx(curves[1e-9][0], abs=1e-4)
     assert curves[None][1] < curves[None][0] - 0.1
+
+
+def test_studies_of_other_variants_merge_into_one_table_and_figure(tmp_path, capsys):
+    data = separable_digits(n_train=128, n_test=50)
+    greff = variants_study(["coupled"], [3], 1, modes=["matched"], dataset=data, epochs=1,
+                           out=tmp_path / "greff", isolate=False)
+    skips = variants_study(["rezero"], [3], 1, modes=["matched"], dataset=data, epochs=1,
+                           out=tmp_path / "skips", isolate=False)
+    code = cli.main(["variants", "--merge", str(tmp_path / "greff"), str(tmp_path / "skips"),
+                     "--out", str(tmp_path / "both")])
+    assert code in (0, None)
+    merged = json.loads((tmp_path / "both" / "results.json").read_text())
+    assert merged["settings"]["variants"] == ["coupled", "rezero"]
+    assert merged["settings"]["matched_widths"] == {"coupled": 50, "rezero": 71}
+    assert merged["summary"] == greff["summary"] + skips["summary"]
+    table = (tmp_path / "both" / "table.md").read_text()
+    assert "| 3 | coupled | 50 | " in table and "| 3 | rezero | 71 | " in table
+    assert (tmp_path / "both" / "variants.png").read_bytes()[:4] == b"\x89PNG"
+    capsys.readouterr()
+
+    # Another recipe, the same variant twice, or no results: one line each, nothing written.
+    variants_study(["residual"], [3], 1, modes=["matched"], dataset=data, epochs=2,
+                   out=tmp_path / "longer", isolate=False)
+    for studies, message in (
+            (["greff", "longer"], "differ in recipe.epochs"),
+            (["greff", "greff"], "coupled is in both"),
+            (["greff", "nowhere"], "holds no results.json")):
+        code = cli.main(["variants", "--merge", *[str(tmp_path / s) for s in studies],
+                         "--out", str(tmp_path / "refused")])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "refused").exists()

@@ -139,6 +139,10 @@ def _variants_arguments(p) -> None:
                     help="train on the first N tokens of train.txt only")
     add_out(p, "output directory", "runs/variants-TIME", resumable=True)
     add_in_process(p)
+    p.add_argument("--merge", nargs="+", metavar="DIR",
+                   help="train nothing: put finished studies of other variants on the same "
+                   "data and recipe (e.g. Greff's six and the gated skips) into one "
+                   "results.json, table.md and variants.png under --out")
 
 
 def _lm_variants(args) -> None:
@@ -159,8 +163,14 @@ def _lm_variants(args) -> None:
 
 
 def variants(args) -> None:
-    from training.experiments.variants import variants_study
+    from training.experiments.variants import merge_studies, variants_study
 
+    if args.merge:
+        if args.out is None or args.corpus is not None:
+            raise ValueError("--merge needs --out DIR (where the merged results go) and "
+                             "merges image studies only (no --corpus).")
+        merge_studies(args.merge, args.out)
+        return
     if args.corpus is not None:
         _lm_variants(args)
         return
