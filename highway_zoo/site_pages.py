@@ -11,6 +11,7 @@ are, and missing ones are left out.
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 import statistics
@@ -341,7 +342,13 @@ def _measured_note(run: dict[str, Any]) -> str:
               if r.get("load_average")]
     cores = load.get("cores")
     settings = run.get("settings") or {}
-    text = (f"Measured {run.get('date', '?')} on {run.get('machine', '?')}, Keras on "
+    # A table partly kept from an earlier run (`--keep`): each run carries its own date.
+    dates = collections.Counter(runs[0].get("date", run.get("date", "?"))
+                                for runs in (run.get("runs") or {}).values() if runs)
+    when = run.get("date", "?") if len(dates) <= 1 else " and ".join(
+        f"{date} ({count} model{'s' if count > 1 else ''})" for date, count in sorted(
+            dates.items()))
+    text = (f"Measured {when} on {run.get('machine', '?')}, Keras on "
             f"{run.get('backend', '?')}: random inputs, `train_on_batch` (Nesterov SGD) and "
             f"`predict_on_batch` at the batch size shown, the median of at most "
             f"{settings.get('steps', '?')} timed calls (at most "
