@@ -23,7 +23,7 @@ _SHOWN = {
     "paper_params", "paper_metric", "default_transform_bias", "preprocessing", "provenance",
     "reconstructed", "provenance_meaning", "dataset", "recipe", "recipe_settings", "pretrained",
     "architecture_args", "overridable", "features", "feature_stages", "params_formula",
-    "gated_skip", "not_in_any_paper",
+    "gated_skip", "not_in_any_paper", "weights_note",
 }
 
 # BibTeX of the papers the registry cites, by the author and year its `paper` field starts with.
@@ -243,6 +243,8 @@ def model_card(meta: dict[str, Any]) -> str:
     else:
         out += ["None: this architecture ships without weights (`weights=None` builds it with "
                 "fresh ones; train it with `highway-zoo train " + name + "`).", ""]
+        if meta.get("weights_note"):
+            out += [f"**Why:** {meta['weights_note']}", ""]
 
     weights = ', weights="default"' if pretrained else ""
     out += ["## Load it", "", "```python", "import zoo", "",

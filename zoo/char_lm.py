@@ -242,9 +242,11 @@ register(
         "combination: no paper trains it. ReZero's paper applies it to language models, but "
         "to Transformers on enwik8, where it replaces the residual connections of deep "
         "stacks; here it replaces the one highway layer between the character CNN and the "
-        "LSTMs. The recipe is Kim's (kim_char_lm), not tuned for it. No weights: PTB's "
-        "training file is not on these machines (the zoo's language-model study trained on "
-        "PTB's validation text instead), and shipped weights here are trained on a full "
-        "training split."
+        "LSTMs. The recipe is Kim's (kim_char_lm), not tuned for it."
+    ),
+    weights_note=(
+        "PTB's training file is not on these machines (the zoo's language-model study trained "
+        "on PTB's validation text instead, docs/results/language_model.md), and the zoo ships "
+        "weights only from a dataset's full training split."
     ),
 )
