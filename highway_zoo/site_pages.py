@@ -358,9 +358,13 @@ def _measured_note(run: dict[str, Any]) -> str:
     if before is None or after is None or not during or not cores:
         return text
     middle = statistics.median(during)
-    text += (f" Load average (1 minute) {before:.1f} before the run, {middle:.1f} at the start "
-             f"of a model's measurement (median), {after:.1f} after it, on {cores} cores; "
-             f"a measurement keeps about {cores} busy itself")
+    last = "the run"
+    if run.get("kept"):  # `--keep`: the load before and after is the last run's
+        last = (f"the last run ({len(run.get('measured') or [])} models; the other "
+                f"{len(run['kept'])} kept from an earlier one)")
+    text += (f" Load average (1 minute) {before:.1f} before {last}, {middle:.1f} at the start "
+             f"of a model's measurement (median over all), {after:.1f} after it, on {cores} "
+             f"cores; a measurement keeps about {cores} busy itself")
     # Well above what the measurement itself runs: other work shared the cores.
     return text + (": the cores were shared with other work, so the speeds are noisy; compare "
                    "them only roughly." if middle > 1.5 * cores else ".")
