@@ -11,6 +11,7 @@ are, and missing ones are left out.
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 import statistics
@@ -21,7 +22,8 @@ _SHOWN = {
     "name", "family", "input_shape", "classes", "description", "paper", "params",
     "paper_params", "paper_metric", "default_transform_bias", "preprocessing", "provenance",
     "reconstructed", "provenance_meaning", "dataset", "recipe", "recipe_settings", "pretrained",
-    "architecture_args", "overridable", "features", "feature_stages",
+    "architecture_args", "overridable", "features", "feature_stages", "params_formula",
+    "gated_skip", "not_in_any_paper", "weights_note",
 }
 
 # BibTeX of the papers the registry cites, by the author and year its `paper` field starts with.
@@ -46,6 +48,23 @@ CITATIONS = {
   booktitle = {Proceedings of the AAAI Conference on Artificial Intelligence (AAAI 2016)},
   year      = {2016},
   note      = {arXiv:1508.06615}
+}""",
+    r"Bachlechner.*2020": """@inproceedings{bachlechner2021rezero,
+  title     = {ReZero is All You Need: Fast Convergence at Large Depth},
+  author    = {Bachlechner, Thomas and Majumder, Bodhisattwa Prasad and Mao, Huanru Henry and
+               Cottrell, Garrison W. and McAuley, Julian},
+  booktitle = {Proceedings of the Thirty-Seventh Conference on Uncertainty in Artificial
+               Intelligence (UAI 2021)},
+  year      = {2021},
+  note      = {arXiv:2003.04887 (2020)}
+}""",
+    r"Touvron.*2021": """@inproceedings{touvron2021cait,
+  title     = {Going Deeper with Image Transformers},
+  author    = {Touvron, Hugo and Cord, Matthieu and Sablayrolles, Alexandre and
+               Synnaeve, Gabriel and J{\\'e}gou, Herv{\\'e}},
+  booktitle = {IEEE/CVF International Conference on Computer Vision (ICCV 2021)},
+  year      = {2021},
+  note      = {arXiv:2103.17239}
 }""",
     r"He.*2016|ResNet": """@inproceedings{he2016deep,
   title     = {Deep Residual Learning for Image Recognition},
@@ -141,6 +160,7 @@ def model_card(meta: dict[str, Any]) -> str:
         ("family", _code(meta["family"]) if meta.get("family") else ""),
         ("dataset", _code(meta["dataset"]) if meta.get("dataset") else ""),
         ("parameters (computed from the built model)", _number(meta.get("params"))),
+        ("parameters by formula", meta.get("params_formula") or ""),
         ("parameters (the paper's)", _number(meta.get("paper_params"))),
         ("input shape", _code(shape(meta.get("input_shape")))),
         ("classes", _number(meta.get("classes"))),
@@ -169,6 +189,20 @@ def model_card(meta: dict[str, Any]) -> str:
                 ""]
     if meta.get("reconstructed"):
         out += [f"**What is reconstructed:** {meta['reconstructed']}", ""]
+    skip = meta.get("gated_skip")
+    if skip:
+        arxiv = skip.get("arxiv")
+        out += ["### The skip form", "", _table([
+            ("form", _code(skip["form"]) + " (`variant=`, `layers.variants.GATED_SKIPS`)"
+             if skip.get("form") else ""),
+            ("formula", skip.get("formula") or ""),
+            ("paper", (skip.get("paper") or "") + (
+                f" ([arXiv {arxiv}](https://arxiv.org/abs/{arxiv}))" if arxiv else "")),
+            ("initialisation", skip.get("initialisation") or ""),
+            ("parameters per layer", skip.get("parameters_per_layer") or ""),
+        ]), ""]
+    if meta.get("not_in_any_paper"):
+        out += [f"**What no paper has:** {meta['not_in_any_paper']}", ""]
 
     out += ["## The paper's numbers", ""]
     if numbers:
@@ -209,6 +243,8 @@ def model_card(meta: dict[str, Any]) -> str:
     else:
         out += ["None: this architecture ships without weights (`weights=None` builds it with "
                 "fresh ones; train it with `highway-zoo train " + name + "`).", ""]
+        if meta.get("weights_note"):
+            out += [f"**Why:** {meta['weights_note']}", ""]
 
     weights = ', weights="default"' if pretrained else ""
     out += ["## Load it", "", "```python", "import zoo", "",
@@ -308,7 +344,13 @@ def _measured_note(run: dict[str, Any]) -> str:
               if r.get("load_average")]
     cores = load.get("cores")
     settings = run.get("settings") or {}
-    text = (f"Measured {run.get('date', '?')} on {run.get('machine', '?')}, Keras on "
+    # A table partly kept from an earlier run (`--keep`): each run carries its own date.
+    dates = collections.Counter(runs[0].get("date", run.get("date", "?"))
+                                for runs in (run.get("runs") or {}).values() if runs)
+    when = run.get("date", "?") if len(dates) <= 1 else " and ".join(
+        f"{date} ({count} model{'s' if count > 1 else ''})" for date, count in sorted(
+            dates.items()))
+    text = (f"Measured {when} on {run.get('machine', '?')}, Keras on "
             f"{run.get('backend', '?')}: random inputs, `train_on_batch` (Nesterov SGD) and "
             f"`predict_on_batch` at the batch size shown, the median of at most "
             f"{settings.get('steps', '?')} timed calls (at most "
@@ -316,9 +358,13 @@ def _measured_note(run: dict[str, Any]) -> str:
     if before is None or after is None or not during or not cores:
         return text
     middle = statistics.median(during)
-    text += (f" Load average (1 minute) {before:.1f} before the run, {middle:.1f} at the start "
-             f"of a model's measurement (median), {after:.1f} after it, on {cores} cores; "
-             f"a measurement keeps about {cores} busy itself")
+    last = "the run"
+    if run.get("kept"):  # `--keep`: the load before and after is the last run's
+        last = (f"the last run ({len(run.get('measured') or [])} models; the other "
+                f"{len(run['kept'])} kept from an earlier one)")
+    text += (f" Load average (1 minute) {before:.1f} before {last}, {middle:.1f} at the start "
+             f"of a model's measurement (median over all), {after:.1f} after it, on {cores} "
+             f"cores; a measurement keeps about {cores} busy itself")
     # Well above what the measurement itself runs: other work shared the cores.
     return text + (": the cores were shared with other work, so the speeds are noisy; compare "
                    "them only roughly." if middle > 1.5 * cores else ".")
@@ -380,8 +426,9 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
             "that installs offline here, not on the full MNIST the paper's number is for.", "",
             "Provenance: **CODE** read from the authors' released files; **DERIVED** follows "
             "from the authors' code or the paper by arithmetic; **RECON** reconstructed to fit "
-            "the published layer and parameter counts ([where the architectures come from]"
-            "(../about/architectures.md)).", ""]
+            "the published layer and parameter counts; **COMBINED** a later paper's skip form "
+            "(ReZero, LayerScale) in one of these nets, a combination no paper trains "
+            "([where the architectures come from](../about/architectures.md)).", ""]
     return "\n".join(out)
 
 

@@ -196,3 +196,58 @@ def test_the_benchmarks_page_documents_every_column():
     page = (ROOT / "docs/results/benchmarks.md").read_text(encoding="utf-8")
     section = page[page.index("## The models table"):]
     assert [c for c in models_table.COLUMNS if f"`{c}`" not in section] == []
+
+
+def _earlier(tmp_path, **settings):
+    """The committed JSON as an earlier run of this machine, with `settings` changed."""
+    run = json.loads(models_table.RESULTS.read_text(encoding="utf-8"))
+    run["machine"] = driver.machine()
+    run["settings"].update(settings)
+    out = tmp_path / "models_table.json"
+    out.write_text(json.dumps(run))
+    return out, run
+
+
+def test_keep_measures_only_the_named_models_and_keeps_the_others_rows(tmp_path, rows):
+    """`--keep`: one model measured, every other registered model's run kept from the JSON
+    already there, the CSV whole and in the registry's order, each run dated."""
+    out, earlier = _earlier(tmp_path, steps=1, max_seconds=1.0)
+    assert models_table.main(["--models", "highway_fc10_mnist", "--keep", "--steps", "1",
+                              "--max-seconds", "1", "--out", str(out)]) == 0
+    table = models_table.read_csv(tmp_path / "models.csv")
+    assert [row["model"] for row in table] == zoo.list_models()
+    run = json.loads(out.read_text())
+    assert run["measured"] == ["highway_fc10_mnist"]
+    assert run["kept"] == [n for n in zoo.list_models() if n != "highway_fc10_mnist"]
+    (measured,) = run["runs"]["highway_fc10_mnist"]
+    assert measured["date"] == run["date"] and measured["train_step_s"] != earlier["runs"][
+        "highway_fc10_mnist"][0]["train_step_s"]
+    for row in table:
+        if row["model"] == "highway_fc10_mnist":
+            continue
+        assert row == rows[row["model"]]  # rebuilt from the registry and the kept run
+        kept = run["runs"][row["model"]][0]
+        assert kept["date"] == earlier["runs"][row["model"]][0].get("date", earlier["date"])
+
+
+def test_keep_refuses_in_one_line_what_would_make_a_mixed_table(tmp_path, capsys):
+    def refused(argv, message):
+        assert models_table.main(argv) == 2
+        assert re.search(message, capsys.readouterr().err.strip().splitlines()[-1])
+
+    refused(["--keep", "--out", str(tmp_path / "none.json")], r"^--keep .* pass --models$")
+    refused(["--models", "highway_fc10_mnist", "--keep", "--out", str(tmp_path / "none.json")],
+            r"which does not exist")
+    out, _ = _earlier(tmp_path, steps=3)
+    refused(["--models", "highway_fc10_mnist", "--keep", "--out", str(out)],
+            r"other settings \(steps 3 there, 10 now\)")
+    out, earlier = _earlier(tmp_path)
+    del earlier["runs"]["plain_fc10_mnist"]
+    out.write_text(json.dumps(earlier))
+    refused(["--models", "highway_fc10_mnist", "--keep", "--out", str(out)],
+            r"has no run of plain_fc10_mnist; add them to --models$")
+    earlier["machine"] = "elsewhere"
+    out.write_text(json.dumps(earlier))
+    refused(["--models", "highway_fc10_mnist,plain_fc10_mnist", "--keep", "--out", str(out)],
+            r"was measured on 'elsewhere'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["models_table.json"]  # nothing new

@@ -27,6 +27,9 @@ EXPECTED_NAMES = {
     "highway_full50_imagenet",
     "highway110_bn_cifar10",
     "resnet110_cifar10",
+    # The gated-skip versions of the 50-layer net (issue 31; tests/test_skip_models.py).
+    "rezero_fc50_mnist",
+    "layerscale_fc50_mnist",
 }
 # The MNIST family again for Fashion-MNIST, same architectures.
 EXPECTED_NAMES |= {n.removesuffix("_mnist") + "_fashion_mnist" for n in set(EXPECTED_NAMES)
@@ -68,6 +71,9 @@ EXACT_PARAMS = {
     **{f"highway_fc{d}_mnist": _fc(784, 50, d, 10) for d in (10, 20, 50, 100)},
     **{f"plain_fc{d}_mnist": _fc(784, 71, d, 10, highway=False) for d in (10, 20, 50, 100)},
     "highway_fc50_cifar100": _fc(32 * 32 * 3, 50, 50, 100),
+    # H (w x w + w) and the skip's own: ReZero one scalar, LayerScale one factor per unit.
+    "rezero_fc50_mnist": _dense(784, 71) + 49 * (_dense(71, 71) + 1) + _dense(71, 10),
+    "layerscale_fc50_mnist": _dense(784, 70) + 49 * (_dense(70, 70) + 70) + _dense(70, 10),
 }
 # The spec's totals (§8) agree with the hand counts: a check of the counts themselves.
 assert (EXACT_PARAMS["highway_fc10_mnist"], EXACT_PARAMS["plain_fc10_mnist"],
@@ -87,7 +93,7 @@ def raw_pixels(shape, batch=2, seed=0):
 
 
 # The language models have their own tests (tests/test_char_lm.py).
-LANGUAGE_MODELS = {"lstm_char_small_ptb", "lstm_char_large_ptb"}
+LANGUAGE_MODELS = {"lstm_char_small_ptb", "lstm_char_large_ptb", "lstm_char_small_rezero_ptb"}
 
 
 def test_registry_holds_exactly_the_papers_architectures():
@@ -127,8 +133,12 @@ def test_model_builds_runs_and_matches_its_metadata(name):
 @pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
 def test_default_transform_bias_lands_in_every_highway_layer(name):
     model = zoo.load(name)
-    biases = transform_biases(model)
     expected = zoo.describe(name)["default_transform_bias"]
+    if expected is None and name.startswith(("rezero_", "layerscale_")):
+        layers = highway_layers(model)  # the gated skips: highway layers without a T
+        assert len(layers) == 49 and all(layer.transform_bias is None for layer in layers)
+        return
+    biases = transform_biases(model)
     if expected is None:  # plain and residual nets have no gates
         assert biases == [] and (name.startswith("plain_") or "resnet" in name)
         return

@@ -94,6 +94,13 @@ def char_lm(
                          f"batch_size (a positive integer). Received: batch_size={batch_size!r}")
     if not 0 <= dropout < 1:
         raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout!r}")
+    from layers.variants import LEARNED_BRANCHES
+
+    if transform_bias is None and "t" in LEARNED_BRANCHES.get(variant, ()):
+        raise ValueError(
+            f"variant={variant!r} has a transform gate: pass its initial bias, e.g. "
+            "transform_bias=-2.0 (Kim's; the registered gated-skip net has none)."
+        )
     inputs = keras.Input(shape=(steps, max_word_length), batch_size=batch_size, dtype="int32",
                          name="chars")
     x = CharCNNEmbedder(
@@ -186,4 +193,60 @@ register(
     paper_params="5M",
     paper_perplexity=92.3,
     paper_variant_perplexity=None,
+)
+
+# Kim's Small net with its highway layer made a ReZero layer (y = x + a·H(x), a = 0 at first):
+# the form's paper (Bachlechner et al. 2020) trains language models with it (Transformers on
+# enwik8), not a character-aware LSTM. Named after the net it changes, the form before the
+# dataset: `lstm_char_*` lists it beside Kim's two nets. One layer, as Kim's: the layer's form
+# is what changes, not the count (Greff et al. doubled the residual layers to match parameters;
+# `highway_layers=2` does that here).
+register(
+    "lstm_char_small_rezero_ptb", "char_lm",
+    dict(_PTB, filters=(25, 50, 75, 100, 125, 150), kernel_sizes=(1, 2, 3, 4, 5, 6),
+         highway_layers=1, lstm_units=300, variant="rezero", transform_bias=None),
+    **{**_COMMON, "paper": "Bachlechner et al. 2020, ReZero (arXiv 2003.04887); the net: Kim, "
+       "Jernite, Sontag & Rush 2016, Table 3 (PTB), LSTM-Char-Small",
+       "provenance": "COMBINED", "default_transform_bias": None,
+       "paper_metric": "none: no paper trains this net",
+       "reconstructed": (
+           "As lstm_char_small_ptb (Keras's one LSTM bias per gate, the softmax bias from "
+           "zero, the CNN's max over each word's windows); the ReZero layer's H is Kim's "
+           "highway H (ReLU, weights uniform in ±0.05) and its a starts at 0.")},
+    description=(
+        "LSTM-Char-Small with a ReZero skip in place of its highway layer: character CNN "
+        "(widths 1-6, 525 filters), 1 ReZero layer (y = x + a·H(x), H = ReLU, a = 0 at "
+        "first), 2 LSTM layers of 300, softmax over 10,000 words."
+    ),
+    params=5_033_966,
+    params_formula=("51·15 (characters) + Σ_k (15·k·25k + 25k), k = 1..6 (convolutions) + "
+                    "(525² + 525 + 1) (ReZero layer) + 4·300·(525 + 300 + 1) + "
+                    "4·300·(300 + 300 + 1) (LSTMs) + 300·10,000 + 10,000 (softmax)"),
+    paper_params=None,
+    paper_perplexity=None,
+    paper_variant_perplexity=None,
+    gated_skip=dict(
+        form="rezero",
+        cite="Bachlechner et al. 2020, ReZero",
+        formula="y = x + a·H(x), one learned scalar a",
+        paper="Bachlechner, Majumder, Mao, Cottrell & McAuley 2020, ReZero is All You Need: "
+              "Fast Convergence at Large Depth",
+        arxiv="2003.04887",
+        initialisation="a = 0 (the paper's): a fresh embedder passes the character CNN's "
+                       "features on unchanged",
+        parameters_per_layer="d² + d + 1 (layers.variants.parameter_count('rezero', d)), "
+                             "d = 525",
+    ),
+    not_in_any_paper=(
+        "A ReZero skip in Kim et al.'s character-aware LSTM language model is this zoo's "
+        "combination: no paper trains it. ReZero's paper applies it to language models, but "
+        "to Transformers on enwik8, where it replaces the residual connections of deep "
+        "stacks; here it replaces the one highway layer between the character CNN and the "
+        "LSTMs. The recipe is Kim's (kim_char_lm), not tuned for it."
+    ),
+    weights_note=(
+        "PTB's training file is not on these machines (the zoo's language-model study trained "
+        "on PTB's validation text instead, docs/results/language_model.md), and the zoo ships "
+        "weights only from a dataset's full training split."
+    ),
 )

@@ -85,23 +85,33 @@ def _plain_stages(args):
     return _hidden_stages(args, "plain")
 
 
-@register_family("highway_fc", FC_OVERRIDES + ("transform_bias", "variant", "stacked"),
+@register_family("highway_fc", FC_OVERRIDES + ("transform_bias", "variant", "layerscale_init",
+                                                "stacked"),
                  features=_highway_features, stages=_highway_stages)
 def highway_fc(
-    *, input_shape, preprocessing, depth, width, activation, transform_bias, variant,
-    kernel_initializer, classes, classifier_activation="softmax", stacked=False,
-    include_top=True, pooling=None,
+    *, input_shape, preprocessing, depth, width, activation, variant, kernel_initializer,
+    classes, transform_bias=None, layerscale_init=None, classifier_activation="softmax",
+    stacked=False, include_top=True, pooling=None,
 ):
     """`stacked=True` keeps the highway layers as one `HighwayStack` (stacked weights, one
-    scan): the same function, with a start-up that does not grow with depth."""
-    from layers import HighwayDense, HighwayStack
+    scan): the same function, with a start-up that does not grow with depth.
 
-    args = dict(
-        activation=activation,
-        variant=variant,
-        kernel_initializer=kernel_initializer,
-        transform_bias_initializer=transform_bias,
-    )
+    `transform_bias` is b_T, for the variants with a transform gate (None for the others:
+    the gated skips and residual/plain have none); `layerscale_init` the initial LayerScale
+    factor of `variant="layerscale"` (None: the layer's default, 1e-5)."""
+    from layers import HighwayDense, HighwayStack
+    from layers.variants import LEARNED_BRANCHES
+
+    if transform_bias is None and "t" in LEARNED_BRANCHES.get(variant, ()):
+        raise ValueError(
+            f"variant={variant!r} has a transform gate: pass its initial bias, e.g. "
+            "transform_bias=-2.0 (the registered gated-skip nets have none)."
+        )
+    args = dict(activation=activation, variant=variant, kernel_initializer=kernel_initializer)
+    if transform_bias is not None:
+        args["transform_bias_initializer"] = transform_bias
+    if layerscale_init is not None:
+        args["layerscale_init"] = layerscale_init
     if stacked:
         stack = HighwayStack(depth - 1, name="highway_stack", **args)
         return _fc_net(input_shape, preprocessing, depth, width, activation,
@@ -190,6 +200,80 @@ for _depth, _hw_params, _plain_params in [
         default_transform_bias=None,
         provenance="DERIVED",
         reconstructed=_UNKNOWN_FC,
+    )
+
+# The gated skips (layers.variants.GATED_SKIPS) whose papers train deep nets with them, as
+# the 50-layer net of Fig. 1: the same layout (784 -> plain stem, 49 hidden layers, softmax),
+# each hidden layer y = x + s·H(x) with H = tanh(W x + b). The width is the variants study's
+# matched width (training/experiments/variants.py, matched_width): the one whose layer has the
+# parameter count closest to a coupled highway layer of 50 units (2·(50² + 50) = 5,100), so
+# these nets, the plain net and the highway net have about the same budget.
+REZERO = dict(
+    form="rezero",
+    cite="Bachlechner et al. 2020, ReZero",
+    formula="y = x + a·H(x), one learned scalar a per layer",
+    paper="Bachlechner, Majumder, Mao, Cottrell & McAuley 2020, ReZero is All You Need: Fast "
+          "Convergence at Large Depth",
+    arxiv="2003.04887",
+    initialisation="a = 0 in every layer (the paper's): a fresh net is its stem and "
+                   "classifier, every hidden layer the identity",
+    parameters_per_layer="d² + d + 1 (layers.variants.parameter_count('rezero', d))",
+)
+LAYERSCALE = dict(
+    form="layerscale",
+    cite="Touvron et al. 2021, CaiT's LayerScale",
+    formula="y = x + diag(l)·H(x), one learned factor per unit and layer",
+    paper="Touvron, Cord, Sablayrolles, Synnaeve & Jégou 2021, Going deeper with Image "
+          "Transformers (CaiT)",
+    arxiv="2103.17239",
+    initialisation=(
+        "every l = 1e-5. CaiT sets it by depth: 0.1 up to 18 blocks, 1e-5 at 24, 1e-6 "
+        "deeper; each CaiT block holds two scaled branches (attention and MLP), so depth 24 "
+        "is 48 branches, and this net's 49 hidden layers are 49: the depth-24 value. 1e-6 "
+        "is for CaiT's 36 blocks (72 branches)"),
+    parameters_per_layer="d² + 2d (layers.variants.parameter_count('layerscale', d))",
+)
+_SKIP_NOTE = (
+    "{form} in a tanh fully connected net of the 2015 paper's layout (Fig. 1's 50-layer net, "
+    "here {width} units wide) is this zoo's combination: no paper trains it. {paper_says} "
+    "Nothing was tuned for it: the recipe is the highway net's (adam_fc), and the width "
+    "matches the highway net's parameters per layer (the variants study's matched width)."
+)
+_UNKNOWN_SKIP_FC = (
+    "The 2015 paper's FC training settings are lost (see highway_fc50_mnist); tanh and "
+    "Glorot-uniform kernels are the §4 analysis net's choices, H's bias starts at zero, and "
+    "the skip's own weights start as its paper says. The width is chosen here (above)."
+)
+for _form, _label, _width, _params, _layer, _extra_args, _says in [
+    (REZERO, "ReZero", 71, 306_992, "(71² + 71 + 1)", {},
+     "ReZero's paper trains deep fully connected nets (its abstract: thousands of layers), "
+     "Transformers and ResNets, not this one."),
+    (LAYERSCALE, "LayerScale", 70, 302_620, "(70² + 2·70)", {"layerscale_init": 1e-5},
+     "CaiT defines LayerScale for vision Transformers (pre-norm attention and MLP branches); "
+     "its depth rule is read here as a count of scaled branches."),
+]:
+    register(
+        f"{_form['form']}_fc50_mnist",
+        "highway_fc",
+        dict(_MNIST, depth=50, width=_width, activation="tanh", variant=_form["form"],
+             kernel_initializer="glorot_uniform", **_extra_args),
+        **(_FIG1 | {"paper": f"{_form['cite']} (arXiv {_form['arxiv']}); the net: "
+                             f"{_FIG1['paper']}",
+                    "paper_metric": "none: no paper trains this net"}),
+        description=(
+            f"50-layer fully connected net with {_label} skips, {_width} units per layer: "
+            f"784 -> {_width} plain, 49 {_label} layers ({_form['formula'].split(',')[0]}, "
+            "H = tanh), softmax 10."
+        ),
+        params=_params,
+        params_formula=(f"784·{_width} + {_width} (stem) + 49·{_layer} (hidden) + "
+                        f"{_width}·10 + 10 (softmax)"),
+        paper_params=None,
+        default_transform_bias=None,
+        provenance="COMBINED",
+        gated_skip=_form,
+        not_in_any_paper=_SKIP_NOTE.format(form=_label, width=_width, paper_says=_says),
+        reconstructed=_UNKNOWN_SKIP_FC,
     )
 
 register(

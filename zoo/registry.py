@@ -21,13 +21,16 @@ from typing import Any
 
 from zoo.recipes import RECIPES
 
-# Provenance tags of ../shared/specs/architectures.md.
+# Provenance tags of ../shared/specs/architectures.md, and COMBINED for the named gated-skip
+# nets (issue 31: a later paper's skip form in one of the zoo's nets).
 PROVENANCE = {
     "CODE": "read from the authors' released code (their Caffe files; Kim et al.'s Torch code "
     "for the language models)",
     "DERIVED": "follows from the authors' code or the paper by arithmetic",
     "RECON": "reconstructed to fit the published layer and parameter counts; "
     "not confirmed by any source",
+    "COMBINED": "a published layer form (its paper's formula and initialisation) in a "
+    "published net of this zoo: each part is from a paper, the combination from none",
 }
 
 

@@ -1,6 +1,6 @@
 """The models table: one CSV row per registered model, its size, cost, paper and speed.
 
-    python -m highway_zoo.bench.models_table [--models PATTERNS] [--batch-size 128]
+    python -m highway_zoo.bench.models_table [--models PATTERNS [--keep]] [--batch-size 128]
         [--large-batch-size 32] [--steps 10] [--max-seconds 20] [--repeats 1] [--out FILE]
 
 timm's results/*.csv, for this zoo: every model of `zoo.list_models()` (or those `--models`
@@ -12,6 +12,15 @@ the registry (`zoo.describe`) gives the family, dataset and the paper's number, 
 weights' index (zoo/pretrained/index.json, written when the weights were trained) their test
 accuracy, and the built model its parameters, FLOPs and speed. The docs' models table is made
 from the committed CSV when the site is built (`highway_zoo.site_pages.models_index`).
+
+`--keep` (with `--models`) measures only those models and keeps every other registered
+model's runs from the JSON already at `--out`: a new registration gets its row without
+re-measuring the rest (an hour on the shared machine). It refuses, before measuring anything,
+a JSON measured with other settings or on another machine, and a registered model in neither
+(measure it too); the kept models' rows are rebuilt from the registry and their kept runs, so
+their registry facts (shipped weights, the paper's number) are today's. Every run records the
+date it was measured (`date`), and the JSON lists the models `measured` by this invocation and
+those `kept`.
 
 Why highway_zoo/bench/results/ and not a top-level results/ as in timm (and issue 30): every
 other benchmark writes its JSON there, the suite (`highway-zoo bench --full`) writes there,
@@ -61,6 +70,7 @@ import argparse
 import csv
 import fnmatch
 import io
+import json
 import math
 import os
 import statistics
@@ -305,15 +315,67 @@ def parser() -> argparse.ArgumentParser:
                    help="stop timing training (inference) once its calls add up to this many "
                    "seconds, after at least one")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--keep", action="store_true",
+                   help="measure only --models and keep every other registered model's runs "
+                   "from --out's JSON (same settings and machine), so a new registration gets "
+                   "its row without re-measuring the rest")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds one model's process may take before the run fails")
     return p
 
 
+# The settings a kept run must share with the new ones (`--keep`).
+SETTINGS = ("batch_size", "large_batch_size", "steps", "max_seconds", "repeats")
+
+
+def kept_runs(out: Path, measured: list[str], settings: dict) -> tuple[dict, dict]:
+    """(model -> its runs, the earlier JSON) for `--keep`: every registered model not in
+    `measured`, from the JSON at `out`, each run dated (a run without a `date` is the file's).
+    Raises ValueError in one line where the file is missing, was measured with other settings
+    or on another machine, or lacks a registered model that is not measured now."""
+    import zoo
+
+    if not Path(out).is_file():
+        raise ValueError(f"--keep keeps the runs of {out}, which does not exist; measure every "
+                         "model (leave out --keep)")
+    earlier = json.loads(Path(out).read_text(encoding="utf-8"))
+    differ = {k: (earlier.get("settings", {}).get(k), settings[k]) for k in SETTINGS
+              if earlier.get("settings", {}).get(k) != settings[k]}
+    if differ:
+        raise ValueError(f"--keep: {out} was measured with other settings ("
+                         + ", ".join(f"{k} {old} there, {new} now" for k, (old, new)
+                                     in differ.items())
+                         + "); pass the same settings or measure every model")
+    if earlier.get("machine") != driver.machine():
+        raise ValueError(f"--keep: {out} was measured on {earlier.get('machine')!r}, this is "
+                         f"{driver.machine()!r}; speeds from two machines make no one table: "
+                         "measure every model here")
+    wanted = [n for n in zoo.list_models() if n not in measured]
+    missing = [n for n in wanted if n not in earlier.get("runs", {})]
+    if missing:
+        raise ValueError(f"--keep: {out} has no run of {', '.join(missing)}; add them to "
+                         "--models")
+    runs = {n: [{"date": earlier.get("date"), **r} for r in earlier["runs"][n]] for n in wanted}
+    return runs, earlier
+
+
 def run(args: argparse.Namespace) -> int:
     import zoo
 
+    if args.keep and not args.models:
+        print("--keep keeps every model but those --models names: pass --models",
+              file=sys.stderr)
+        return 2
     names = args.models or zoo.list_models()
+    settings = {"batch_size": args.batch_size, "large_batch_size": args.large_batch_size,
+                "steps": args.steps, "max_seconds": args.max_seconds, "repeats": args.repeats}
+    kept, earlier = {}, {}
+    if args.keep:
+        try:
+            kept, earlier = kept_runs(args.out, names, settings)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
     metas = {name: zoo.describe(name) for name in names}
     plan = [(name, batch_size(metas[name], args.batch_size, args.large_batch_size))
             for name in names]
@@ -327,7 +389,18 @@ def run(args: argparse.Namespace) -> int:
         describe=lambda key, run: (
             f"{key[0]} (batch {key[1]}): train {run['train_samples_per_sec']:.1f}/s, "
             f"inference {run['infer_samples_per_sec']:.1f}/s, load {run['load_average'][0]:.1f}"))
-    rows = [row(metas[name], runs[(name, batch)]) for name, batch in plan]
+    today = time.strftime("%Y-%m-%d")
+    every = {name: [{**r, "date": today} for r in runs[(name, batch)]] for name, batch in plan}
+    backend = every[names[0]][0]["backend"]
+    if kept and earlier.get("backend") != backend:
+        print(f"--keep: {args.out} was measured on {earlier.get('backend')}, these on "
+              f"{backend}; nothing written: measure every model on one backend",
+              file=sys.stderr)
+        return 2
+    every.update(kept)
+    order = [n for n in zoo.list_models() if n in every]
+    metas.update({name: zoo.describe(name) for name in kept})
+    rows = [row(metas[name], every[name]) for name in order]
     print()
     print(driver.table(
         ["model", "params", "GFLOPs", "batch", "train/s", "infer/s"],
@@ -339,17 +412,16 @@ def run(args: argparse.Namespace) -> int:
     write_csv(csv_path, rows)
     driver.write_results(args.out, {
         "csv": CSV_NAME,
-        "backend": runs[plan[0]][0]["backend"],
-        "settings": {"batch_size": args.batch_size, "large_batch_size": args.large_batch_size,
-                     "steps": args.steps, "max_seconds": args.max_seconds,
-                     "repeats": args.repeats, "optimizer": "SGD(0.01, momentum=0.9, "
-                     "nesterov=True)", "inputs": "random: raw pixel values 0-255, or "
-                     "character ids"},
+        "backend": backend,
+        "settings": {**settings, "optimizer": "SGD(0.01, momentum=0.9, nesterov=True)",
+                     "inputs": "random: raw pixel values 0-255, or character ids"},
         "load_average": {"before": list(load_before), "after": list(os.getloadavg()),
                          "cores": os.cpu_count()},
         "total_s": round(time.perf_counter() - started, 1),
+        "measured": names,
+        "kept": list(kept),
         "columns": COLUMNS,
-        "runs": {name: runs[(name, batch)] for name, batch in plan},
+        "runs": {name: every[name] for name in order},
     })
     return 0
 

@@ -35,6 +35,9 @@ _FAMILY = [
     # initialisation differs: the weights load into the registered architecture.
     ("highway_fc100", "paper", {"transform_bias": -4.0}),
     ("plain_fc10", "paper", {}),
+    # The gated-skip versions of the 50-layer net (issue 31), with the highway net's recipe.
+    ("rezero_fc50", "paper", {}),
+    ("layerscale_fc50", "paper", {}),
     ("highway_conv16", "caffe_mnist_conv_adam", {}),
     ("highway_conv32", "caffe_mnist_conv_adam", {}),
 ]

@@ -9,9 +9,13 @@ from training.tuning.space import SearchSpace
 
 
 def is_highway(name: str) -> bool:
+    """Whether `name` has transform gates whose bias b_T is searched: a family that takes
+    `transform_bias` and a registered b_T (the gated-skip nets, registered in such a family
+    with no T, have none)."""
     import zoo
 
-    return "transform_bias" in zoo.describe(name)["overridable"]
+    info = zoo.describe(name)
+    return "transform_bias" in info["overridable"] and info["default_transform_bias"] is not None
 
 
 def _hypermodel_base():
@@ -51,7 +55,7 @@ class ZooHyperModel(_hypermodel_base()):
         info = zoo.describe(name)
         self.architecture = name
         self.space = space or SearchSpace()
-        self.highway = "transform_bias" in info["overridable"]
+        self.highway = is_highway(name)
         searched = {"activation", "transform_bias"} & set(overrides)
         if searched:
             raise ValueError(
