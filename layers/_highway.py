@@ -16,7 +16,9 @@ from layers.variants import (
     ALL_VARIANTS,
     GATED_SKIPS,
     LEARNED_BRANCHES,
+    STATIC_SKIPS,
     default_laurel_rank,
+    no_routing,
     unknown_variant,
 )
 
@@ -99,6 +101,24 @@ def _per_channel(vector, x, channel_axis):
     return ops.reshape(vector, (-1,) + (1,) * (len(x.shape) - channel_axis - 1))
 
 
+def gru_gate_update(x, h, weights, linear=ops.matmul, channel_axis=-1):
+    """GTrXL's gate around y = H(x): `(z, g)`, the update gate and the candidate, with x's
+    shape; the layer's output is `(1 - z) x + z g`, so z weighs the transform path as T does
+    in the coupled layer, and the gate analyses read z as T (`transform_gate`).
+
+    r = s(W_r y + U_r x), z = s(W_z y + U_z x - b_g), g = tanh(W_g y + U_g (r x)).
+    W = [W_r | W_z | W_g] is one map of y; U_g reads r x, so only [U_r | U_z] is applied to x
+    at once. `weights`, `linear`, `channel_axis`: as `skip_combine`'s."""
+    d = x.shape[channel_axis]
+    wr, wz, wg = ops.split(linear(h, weights["gate_kernel"]), 3, axis=channel_axis)
+    u_rz, u_g = ops.split(weights["gate_recurrent_kernel"], [2 * d], axis=-1)
+    ur, uz = ops.split(linear(x, u_rz), 2, axis=channel_axis)
+    r = ops.sigmoid(wr + ur)
+    z = ops.sigmoid(wz + uz - _per_channel(weights["gate_bias"], x, channel_axis))
+    g = ops.tanh(wg + linear(r * x, u_g))
+    return z, g
+
+
 def skip_combine(variant, x, h, weights, linear=ops.matmul, channel_axis=-1):
     """The output of a gated skip (`GATED_SKIPS`) from x, H(x) and the layer's own weights
     (`weights`, a dict by name; see `HighwayArguments.skip_weight_specs`). `linear(v, kernel)` is
@@ -114,16 +134,7 @@ def skip_combine(variant, x, h, weights, linear=ops.matmul, channel_axis=-1):
         low = ops.matmul(ops.matmul(last, weights["laurel_a"]), weights["laurel_b"])
         return h + x + (low if channel_axis == -1 else ops.moveaxis(low, -1, channel_axis))
     if variant == "gru_gate":
-        # GTrXL with y = H(x): r = s(W_r y + U_r x), z = s(W_z y + U_z x - b_g),
-        # g = tanh(W_g y + U_g (r x)), out = (1 - z) x + z g. W = [W_r | W_z | W_g] is one
-        # map of y; U_g reads r x, so only [U_r | U_z] is applied to x at once.
-        d = x.shape[channel_axis]
-        wr, wz, wg = ops.split(linear(h, weights["gate_kernel"]), 3, axis=channel_axis)
-        u_rz, u_g = ops.split(weights["gate_recurrent_kernel"], [2 * d], axis=-1)
-        ur, uz = ops.split(linear(x, u_rz), 2, axis=channel_axis)
-        r = ops.sigmoid(wr + ur)
-        z = ops.sigmoid(wz + uz - _per_channel(weights["gate_bias"], x, channel_axis))
-        g = ops.tanh(wg + linear(r * x, u_g))
+        z, g = gru_gate_update(x, h, weights, linear, channel_axis)
         return x + z * (g - x)
     raise ValueError(f"{variant!r} is not one of the gated skips {GATED_SKIPS}")
 
@@ -219,9 +230,11 @@ class HighwayArguments:
         return {} if key is None else {key: getattr(self, key)}
 
     def _refuse_gate(self, gate):
-        if self.variant in GATED_SKIPS:
-            raise ValueError(f"{type(self).__name__} of variant={self.variant!r} has no {gate}: "
-                             "only Greff et al.'s variants have T and C gates.")
+        """Refuses the gate analyses for the static skips (`STATIC_SKIPS`): they have no gate
+        (gru_gate's is its update gate z: `transform_gate`)."""
+        if self.variant in STATIC_SKIPS:
+            raise ValueError(f"{type(self).__name__} of variant={self.variant!r} has no {gate}; "
+                             f"{no_routing(self.variant)}.")
 
     def _branch_initializers(self):
         """(kernel initializers, bias initializers) of the learned branches, in order."""
@@ -237,15 +250,18 @@ class HighwayArguments:
         }
         return [kernel[b] for b in self._learned], [bias[b] for b in self._learned]
 
-    def _bias_slice(self, branch):
-        """The `branch` gate's slice of `bias`'s last axis (one per layer for a stack)."""
-        if branch not in self._learned:
-            return None
+    def _require_built(self):
         if not self.built:
             raise ValueError(
                 f"{type(self).__name__} '{self.name}' has no bias yet: call it on an input "
                 "(or build it) first."
             )
+
+    def _bias_slice(self, branch):
+        """The `branch` gate's slice of `bias`'s last axis (one per layer for a stack)."""
+        if branch not in self._learned:
+            return None
+        self._require_built()
         *leading, fused = self.bias.shape
         width = fused // len(self._learned)
         start = self._learned.index(branch) * width
@@ -255,8 +271,12 @@ class HighwayArguments:
 
     @property
     def transform_bias(self):
-        """b_T, the transform gate's slice of `bias` (`(depth, d)` for a stack); None for
+        """b_T, the transform gate's slice of `bias` (`(depth, d)` for a stack); for
+        "gru_gate" the bias of its update gate z (read as T), -b_g (`-gate_bias`); None for
         variants without T."""
+        if self.variant == "gru_gate":
+            self._require_built()
+            return ops.negative(ops.convert_to_tensor(self.gate_bias))
         return self._bias_slice("t")
 
     @property
@@ -482,14 +502,17 @@ class HighwayBase(HighwayArguments, Int8Kernel, keras.layers.Layer):
         return int8_linear(x, ops.convert_to_tensor(self.kernel),
                            ops.convert_to_tensor(self.kernel_scale))
 
+    def _skip_weights(self):
+        """The gated skip's own weights by name, in the compute dtype (empty for Greff's)."""
+        return {name: ops.cast(getattr(self, name), self.compute_dtype)
+                for name in self._skip_names}
+
     def call(self, inputs):
         if self.lesioned:
             return inputs
         if self.variant in GATED_SKIPS:
-            weights = {name: ops.cast(getattr(self, name), self.compute_dtype)
-                       for name in self._skip_names}
-            return skip_combine(self.variant, inputs, self._branches(inputs)[0], weights,
-                                self._linear, self.channel_axis)
+            return skip_combine(self.variant, inputs, self._branches(inputs)[0],
+                                self._skip_weights(), self._linear, self.channel_axis)
         return combine(self.variant, inputs, *self._branches(inputs))
 
     def _prepare(self, x):
@@ -502,19 +525,30 @@ class HighwayBase(HighwayArguments, Int8Kernel, keras.layers.Layer):
         """H(x), the candidate output, with x's shape."""
         return self._branches(self._prepare(x))[0]
 
+    def _update_gate(self, x):
+        """gru_gate's update gate z at x (the layer's T for the analyses)."""
+        h = self._branches(x)[0]
+        return gru_gate_update(x, h, self._skip_weights(), self._linear, self.channel_axis)[0]
+
     def transform_gate(self, x):
         """T(x), with x's shape; ones for variants without a transform gate (c_only, residual,
-        plain). Refused for the gated skips."""
+        plain). For "gru_gate", T is GTrXL's update gate z (out = z g + (1 - z) x, as
+        y = T H + (1 - T) x). Refused for the other gated skips (`STATIC_SKIPS`), which
+        scale every example alike."""
         self._refuse_gate("transform gate")
         x = self._prepare(x)
+        if self.variant == "gru_gate":
+            return self._update_gate(x)
         t = self._branches(x)[1]
         return ops.ones_like(x) if t is None else t
 
     def carry_gate(self, x):
-        """C(x), with x's shape: 1 - T(x) when coupled, ones for t_only and residual, zeros for
-        plain. Refused for the gated skips."""
+        """C(x), with x's shape: 1 - T(x) when coupled (and 1 - z for "gru_gate"), ones for
+        t_only and residual, zeros for plain. Refused for the other gated skips."""
         self._refuse_gate("carry gate")
         x = self._prepare(x)
+        if self.variant == "gru_gate":
+            return 1.0 - self._update_gate(x)
         _, t, c = self._branches(x)
         if self.variant == "coupled":
             return 1.0 - t

@@ -51,7 +51,11 @@ class HighwayDense(HighwayBase):
       glorot_uniform and also normalises `B·A·x` with an RMSNorm, not done here). LAuReL-LR.
       `d*d + d + 2*r*d` parameters.
 
-    `transform_gate` and `carry_gate` are refused for the gated skips (they have no T, C).
+    For `"gru_gate"`, `transform_gate` is GTrXL's update gate `z` (`out = z * g + (1 - z) * x`
+    weighs the transform path as `T` does in `y = T * H + (1 - T) * x`) and `carry_gate` is
+    `1 - z`; `transform_bias` is z's bias, `-b_g`. The gate analyses (`zoo.analysis`) read z
+    as T. The other gated skips scale every example alike: `transform_gate` and `carry_gate`
+    are refused for them (no T, no C; `layers.variants.no_routing`).
 
     The output has the width of the input. The learned branches are fused into one `kernel` of
     shape `(d, n * d)` and one `bias` of shape `(n * d,)`, side by side in the order

@@ -11,6 +11,7 @@ from layers._highway import (
     Int8Kernel,
     _reseeded,
     combine,
+    gru_gate_update,
     skip_combine,
 )
 from layers.variants import GATED_SKIPS, SCALED_SKIPS
@@ -173,7 +174,8 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
     Analysis: `layer_outputs(x)`, `transform_gates(x)`, `block_states(x)` and `carry_gates(x)`
     return one entry per layer, shape `(depth, *x.shape)`, where entry `i` is evaluated at layer
     `i`'s input (`x` for `i = 0`, `layer_outputs(x)[i - 1]` after). `layer_names()` gives the
-    names `to_layers()` gives its `HighwayDense` layers.
+    names `to_layers()` gives its `HighwayDense` layers. For `"gru_gate"` the transform gate
+    is GTrXL's update gate z (`HighwayDense.transform_gate`); the other gated skips have none.
 
     Lesioning: `lesioned_layers` (a set of layer indices; default empty; neither a weight nor
     part of the config) closes those layers' gates, T := 0 and C := 1, so they return their
@@ -339,12 +341,20 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
                 c = ops.where(keep, ops.zeros_like(x), ops.ones_like(x))
         return h, t, c
 
-    def _combine(self, x, h, t, c, skip, keep):
-        """One layer's output; `skip` its gated skip's weights (a dict), `keep` its lesion flag."""
+    def _layer(self, x, kernel, bias, skip, keep):
+        """One layer: `(h, t, c, y)`, its H, gates (as `_gates`) and output; `skip` its gated
+        skip's weights (a dict), `keep` its lesion flag. For "gru_gate" t is the update gate z
+        (0 where lesioned), computed once for the output and the analyses."""
+        h, t, c = self._gates(x, kernel, bias, keep)
         if self.variant not in GATED_SKIPS:
-            return combine(self.variant, x, h, t, c)
-        y = skip_combine(self.variant, x, h, skip)
-        return y if keep is None else ops.where(keep, y, x)
+            return h, t, c, combine(self.variant, x, h, t, c)
+        if self.variant == "gru_gate":
+            z, g = gru_gate_update(x, h, skip)
+            y = x + z * (g - x)
+            t = z if keep is None else ops.where(keep, z, ops.zeros_like(z))
+        else:
+            y = skip_combine(self.variant, x, h, skip)
+        return h, t, c, (y if keep is None else ops.where(keep, y, x))
 
     def _skip_weights(self):
         """The gated skip's stacked weights by name, in the compute dtype (empty for Greff's)."""
@@ -392,8 +402,7 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
             k, b, *rest = xs
             w = dict(zip(names, rest))
             m = rest[len(names)] if keep is not None else None
-            h, t, c = self._gates(carry, k, b, m)
-            y = self._combine(carry, h, t, c, w, m)
+            h, t, c, y = self._layer(carry, k, b, w, m)
             return y, collect(carry, h, t, c, y)
 
         xs = (kernel, bias, *skip.values(), *(() if keep is None else (keep,)))
@@ -449,18 +458,20 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
 
     def transform_gates(self, x):
         """T_i at each layer's input, `(depth, *x.shape)`; ones for c_only / residual / plain
-        (zeros for lesioned layers). Refused for the gated skips."""
+        (zeros for lesioned layers). For "gru_gate", T is GTrXL's update gate z (as in
+        `HighwayDense.transform_gate`). Refused for the other gated skips (`STATIC_SKIPS`)."""
         self._refuse_gate("transform gate")
         x = self._prepare(x)
         return self._scan(x, lambda x, h, t, c, y: ops.ones_like(x) if t is None else t)[1]
 
     def carry_gates(self, x):
-        """C_i at each layer's input, `(depth, *x.shape)`: 1 - T when coupled, ones for t_only
-        and residual, zeros for plain. Refused for the gated skips."""
+        """C_i at each layer's input, `(depth, *x.shape)`: 1 - T when coupled (1 - z for
+        "gru_gate"), ones for t_only and residual, zeros for plain. Refused for the other
+        gated skips."""
         self._refuse_gate("carry gate")
 
         def collect(x, h, t, c, y):
-            if self.variant == "coupled":
+            if self.variant in ("coupled", "gru_gate"):
                 return 1.0 - t
             if self.variant == "plain" and c is None:
                 return ops.zeros_like(x)
@@ -477,11 +488,12 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
         One loop carries the layer input and the `(batch, depth)` means, filling a column per
         layer, so nothing is kept per layer: unlike the `(depth, ...)` methods it converts to
         TFLite with builtin ops (their per-layer arrays need a static batch size there).
-        Refused for the gated skips.
+        For "gru_gate" the means are of the update gate z; refused for the other gated skips.
         """
         self._refuse_gate("transform gate")
         x = self._prepare(x)
         kernel, bias, keep = self._xs()
+        skip = self._skip_weights()
         # Split by branch as the fast path splits them: an export holds one copy of each.
         n = len(self._learned)
         kernels, biases = ops.split(kernel, n, axis=-1), ops.split(bias, n, axis=-1)
@@ -492,10 +504,11 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
             x, means = carry
             m = None if keep is None else ops.take(keep, i)
             k = [ops.take(w, i, axis=0) for w in kernels]
-            h, t, c = self._gates(x, k, [ops.take(b, i, axis=0) for b in biases], m)
+            w = {name: ops.take(v, i, axis=0) for name, v in skip.items()}
+            h, t, c, y = self._layer(x, k, [ops.take(b, i, axis=0) for b in biases], w, m)
             mean = ops.mean(ops.ones_like(x) if t is None else t, axis=axes)
             means = ops.where(ops.equal(columns, i), mean[:, None], means)
-            return combine(self.variant, x, h, t, c), means
+            return y, means
 
         means = ops.zeros((ops.shape(x)[0], self.depth), dtype=x.dtype)
         return ops.fori_loop(0, self.depth, body, (x, means))[1]

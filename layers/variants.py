@@ -44,6 +44,25 @@ ALL_VARIANTS = VARIANTS + GATED_SKIPS
 # per-channel vector): what HighwayStack's fast paths run with their written-out backward pass.
 SCALED_SKIPS = ("rezero", "layerscale", "laurel_rw")
 
+# What the gate analyses (zoo.analysis: NIPS 2015 Figs. 2-4, routing, per-token gates, the
+# TensorBoard gate summaries, the export's "gates" signature) read of each gated skip:
+# - GTrXL's update gate z depends on the input and weighs the transform path exactly as T does
+#   in the coupled layer (out = z·g + (1 - z)·x against T·H + (1 - T)·x), so for "gru_gate" the
+#   layers' `transform_gate` is z (and `carry_gate` 1 - z), and every analysis reads z as T;
+# - the others learn their skip per layer, the same for every example (a scalar, a vector per
+#   channel, a fixed low-rank map): nothing is routed, so they have no T to analyse, only
+#   their learned scales (`zoo.analysis.skips`).
+INPUT_GATED_SKIPS = ("gru_gate",)
+STATIC_SKIPS = ("rezero", "layerscale", "laurel_rw", "laurel_lr")
+
+# What a static skip learns, for `no_routing`.
+_STATIC_SCALES = {
+    "rezero": "a learned scalar per layer",
+    "layerscale": "a learned scale per channel and layer",
+    "laurel_rw": "two learned scalars per layer",
+    "laurel_lr": "a learned low-rank map B·A per layer",
+}
+
 
 def unknown_variant(variant, argument="variant") -> str:
     """The one-line message for a name that is not a variant, listing those that are."""
@@ -80,3 +99,20 @@ def parameter_count(variant: str, channels: int, kernel_area: int = 1,
     if variant in extra:
         return h + extra[variant]
     return len(LEARNED_BRANCHES[variant]) * h
+
+
+def has_transform_gate(variant: str) -> bool:
+    """Whether the gate analyses have an input-dependent T to read in a layer of `variant`:
+    a learned T (coupled, full, t_only) or GTrXL's update gate z (gru_gate, read as T)."""
+    if variant not in LEARNED_BRANCHES:
+        raise ValueError(unknown_variant(variant))
+    return "t" in LEARNED_BRANCHES[variant] or variant in INPUT_GATED_SKIPS
+
+
+def no_routing(variant: str) -> str:
+    """The one line that says why a static skip (`STATIC_SKIPS`) has nothing for the gate
+    analyses."""
+    if variant not in STATIC_SKIPS:
+        raise ValueError(f"{variant!r} is not one of the static skips {STATIC_SKIPS}")
+    return (f"no routing: {variant} scales every example alike ({_STATIC_SCALES[variant]}), "
+            "so Fig. 2-4, routing and per-token gates do not apply")

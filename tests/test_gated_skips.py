@@ -387,25 +387,35 @@ def test_bad_arguments_are_refused_in_one_line(kwargs, message):
     assert len(str(refused.value).splitlines()) == 1
 
 
-def test_rank_above_the_width_and_gate_analyses_are_refused():
+def test_rank_above_the_width_and_gate_analyses_of_static_skips_are_refused():
     with pytest.raises(ValueError, match=r"laurel_rank \(6\) must be at most the channels \(5\)"):
         HighwayDense(variant="laurel_lr", laurel_rank=6).build((None, 5))
-    layer = HighwayDense(variant="gru_gate")
-    with pytest.raises(ValueError, match="has no transform gate: only Greff"):
+    layer = HighwayDense(variant="layerscale")
+    with pytest.raises(ValueError, match="has no transform gate; no routing: layerscale "
+                       "scales every example alike") as refused:
         layer.transform_gate(np.ones((1, 4), np.float32))
-    with pytest.raises(ValueError, match="has no carry gate"):
+    assert len(str(refused.value).splitlines()) == 1
+    with pytest.raises(ValueError, match="has no carry gate; no routing: rezero"):
         HighwayStack(2, variant="rezero").carry_gates(np.ones((1, 4), np.float32))
+    # gru_gate's gate is its update gate z (tests/test_skip_analysis.py checks the values).
+    assert tuple(HighwayDense(variant="gru_gate").transform_gate(
+        np.ones((1, 4), np.float32)).shape) == (1, 4)
 
 
-def test_gate_analyses_and_exports_leave_the_gated_skips_out():
+def test_gate_analyses_and_exports_leave_the_static_skips_out():
     import zoo
-    from zoo.analysis.gates import highway_layers, no_gates_reason
+    from zoo.analysis.gates import highway_layers, no_gates_reason, skip_layers
 
     for stacked in (False, True):
         model = zoo.load("highway_fc10_mnist", depth=3, variant="rezero", stacked=stacked)
         assert highway_layers(model) == []
-        assert "are variant 'rezero', a gated skip without a transform gate" in \
-            no_gates_reason(model)
+        assert [layer.name for layer in skip_layers(model)] == ["highway_1", "highway_2"]
+        assert no_gates_reason(model) == (
+            "no routing: rezero scales every example alike (a learned scalar per layer), so "
+            "Fig. 2-4, routing and per-token gates do not apply.")
+        gru = zoo.load("highway_fc10_mnist", depth=3, variant="gru_gate", stacked=stacked)
+        assert [layer.name for layer in highway_layers(gru)] == ["highway_1", "highway_2"]
+        assert skip_layers(gru) == []
 
 
 def test_a_lesioned_layer_of_a_stack_is_skipped():

@@ -9,6 +9,13 @@ a run's `RUN_DIR/tensorboard` (the GateSummaries log directory).
 A run trained `--stacked` (one `HighwayStack`) is loaded stacked (its recorded overrides) and
 analysed as it is, without converting it: its layers are named, numbered and measured as those
 of the per-layer net (`highway_1`, ...; `zoo.analysis.highway_layers`).
+
+The gated skips: a gru_gate net is analysed as any other, its T being GTrXL's update gate z. A
+net of a static skip (rezero, layerscale, laurel_rw, laurel_lr) scales every example alike:
+`analyze_weights` writes its learned skip scales instead (skip_scales.json and .png,
+`zoo.analysis.skips`) and prints the one line `layers.variants.no_routing` says; asked for
+routing (or, for a language model, per-token gates) it refuses with that line (a ValueError:
+the command's one-line error, exit status 2).
 """
 
 from __future__ import annotations
@@ -129,9 +136,11 @@ def analyze_weights(
                          "text; pass --corpus DIR (the corpus it was trained on).")
     source = Path(weights)
     out = _output_dir(name, source, out)
+    model = zoo.load(name, weights=weights)
+    if _static_skips(model):
+        return _skip_scales(name, weights, routing, model, out)
     dataset = dataset or _default_dataset(name, source)
     data = load_dataset(dataset, data_dir)
-    model = zoo.load(name, weights=weights)
     if tuple(model.inputs[0].shape[1:]) != tuple(data.image_shape):
         raise ValueError(
             f"{name} takes images of shape {tuple(model.inputs[0].shape[1:])}; dataset "
@@ -164,6 +173,28 @@ def analyze_weights(
               f"overall {np.mean(layer_t):.3f}")
     for name in report["files"].values():
         print(out / name)
+    return report
+
+
+def _static_skips(model) -> list:
+    """The model's static-skip layers when it has no gate to analyse (else [])."""
+    from zoo.analysis.gates import highway_layers, skip_layers
+
+    return [] if highway_layers(model) else skip_layers(model)
+
+
+def _skip_scales(name, weights, routing, model, out) -> dict:
+    """A net of a static skip: its skip scales (refused for --routing), and the one line."""
+    from layers.variants import no_routing
+    from zoo.analysis.skips import skip_report
+
+    line = no_routing(_static_skips(model)[0].variant)
+    if routing:
+        raise ValueError(f"{line}.")
+    report = skip_report(model, out, describe={"architecture": name, "weights": str(weights)})
+    print(f"{name}: {line}; its learned skip scales per layer:")
+    for file in report["files"].values():
+        print(out / file)
     return report
 
 

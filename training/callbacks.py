@@ -24,6 +24,10 @@ A stacked net (`HighwayStack`) gets the same tags, rows and gates.json entries a
 net with the same weights: one per layer it holds, named as in the per-layer net (`highway_1`,
 ...), read out of the stack's per-layer gate tensor (`zoo.analysis.gates.GateProbe`).
 
+A gru_gate net's T is its update gate z (and b_T is -b_g: `HighwayDense.transform_gate`); the
+static skips (rezero, layerscale, laurel_rw, laurel_lr) have no gate and get no summaries, as
+a plain net.
+
 Backends: the callback works on every Keras backend (TensorFlow, JAX, PyTorch). The event
 files are written by `training.summaries.EventWriter` (TensorBoard's own protos and record
 format, no TensorFlow ops), in the format `tf.summary` writes; a `tf.data.Dataset` as

@@ -16,7 +16,9 @@ def _analyze_arguments(p) -> None:
         "T-gate evolution over epochs (PNG and GIF). Conv layers are averaged over positions "
         "(a unit is a channel). With --routing: per-example routing instead. With --corpus, "
         "for a character-aware language model: T per token of a text, by word frequency, "
-        "length and class.")
+        "length and class. A gru_gate net's T is its update gate z; a net of rezero, "
+        "layerscale, laurel_rw or laurel_lr scales every example alike (no routing): its "
+        "learned skip scales per layer instead (skip_scales.json, skip_scales.png).")
     p.add_argument("name", help="architecture name (highway-zoo list)")
     p.add_argument("--weights", required=True, help="a run directory of highway-zoo train, "
                    "a model directory, a .weights.h5 file (with its .sha256) or 'default'")

@@ -18,6 +18,9 @@
 - `evolution`: gates.json, the per-epoch mean T that `training.callbacks.GateSummaries`
   writes into a run directory.
 - `plots`: the figures; `report.analyze`: all of it into a directory.
+- `skips`: the learned skip scales of the static skips (rezero, layerscale, laurel_rw,
+  laurel_lr), which scale every example alike and so have no gate for the analyses above;
+  gru_gate's update gate z is analysed as T everywhere here.
 - `tokens`: per-token gate activity of a character-aware language model, by word frequency,
   length and class (the text counterpart of Fig. 3); `token_report` writes it into a directory.
 """
@@ -30,15 +33,18 @@ from zoo.analysis.gates import (
     gate_statistics,
     highway_layer,
     highway_layers,
+    skip_layers,
     stages,
 )
 from zoo.analysis.lesion import effective_depth, error_rate, lesion_errors, lesioned
 from zoo.analysis.report import REPORT_FILE, analyze
+from zoo.analysis.skips import SCALES_FILE, skip_report, skip_scales
 from zoo.analysis.tokens import TOKENS_FILE, TokenGates, summarize, token_gates, token_report
 
 __all__ = [
     "GATES_FILE",
     "REPORT_FILE",
+    "SCALES_FILE",
     "GateProbe",
     "GateStatistics",
     "StackedLayer",
@@ -53,6 +59,9 @@ __all__ = [
     "lesion_errors",
     "lesioned",
     "read_gate_history",
+    "skip_layers",
+    "skip_report",
+    "skip_scales",
     "stages",
     "summarize",
     "token_gates",

@@ -19,6 +19,13 @@ statistics), with the block's output shape, its units the output channels, b_T i
 last BN beta. A block that changes the shape (strides, a projection shortcut) starts a new
 stage, so a stage's blocks share one output shape.
 
+The gated skips (`layers.variants.GATED_SKIPS`): a "gru_gate" layer (GTrXL's gate) is a highway
+layer like the others, its T being the update gate z (out = z·g + (1 - z)·x weighs the
+transform path as T does in y = T·H + (1 - T)·x; `HighwayDense.transform_gate`) and its b_T
+z's bias, -b_g. The static skips (`layers.variants.STATIC_SKIPS`: rezero, layerscale,
+laurel_rw, laurel_lr) scale every example alike: they have no T and are left out here, as
+"plain" is (`skip_layers` lists them; `zoo.analysis.skips` reports their learned scales).
+
 Stacked nets (`layers.HighwayStack`, `zoo.load(..., stacked=True)`): `highway_layers` lists
 each of a stack's layers as a `StackedLayer`, a light view named as the per-layer net names
 that layer (`highway_1`, ...), and `GateProbe` reads every layer's input, output and T out of
@@ -37,10 +44,11 @@ import keras
 import numpy as np
 
 from layers import BNHighwayBlock, HighwayConv2D, HighwayDense, HighwayStack
-from layers.variants import GATED_SKIPS
+from layers.variants import STATIC_SKIPS, no_routing
 
-# Variants without a transform gate T to analyse: plain (y = H(x)) and the gated skips.
-_UNGATED = ("plain", *GATED_SKIPS)
+# Variants without a gate to analyse: plain (y = H(x)) and the static skips, which scale every
+# example alike (gru_gate's update gate z is analysed as T).
+_UNGATED = ("plain", *STATIC_SKIPS)
 
 # The layers the analyses look at: each computes y from x through a transform gate T(x).
 HIGHWAY_LAYERS = (HighwayDense, HighwayConv2D, BNHighwayBlock, HighwayStack)
@@ -77,7 +85,8 @@ class StackedLayer:
 
     @property
     def transform_bias(self):
-        """This layer's b_T, `(d,)`; None for variants without a transform gate."""
+        """This layer's b_T, `(d,)` (gru_gate: -b_g, its update gate's); None for variants
+        without a transform gate."""
         bias = self.stack.transform_bias
         return None if bias is None else bias[self.index]
 
@@ -97,21 +106,11 @@ def stacked_layers(stack: HighwayStack, names: list[str] | None = None) -> list[
     return [StackedLayer(stack, i, name) for i, name in enumerate(names)]
 
 
-def highway_layers(model: keras.Model) -> list:
-    """The model's highway layers, in graph order: each `HighwayDense`, `HighwayConv2D` and
-    `BNHighwayBlock`, and for each `HighwayStack` one `StackedLayer` per layer it holds.
-
-    A stack's layers get the names of the per-layer net (`stack.layer_names()`, `highway_1`,
-    ...); where those would clash (two stacks, or a layer of that name), every stack's layers
-    are named `<stack name>_1`, ... instead.
-
-    Layers of variant "plain" (y = H(x): no gates, no carry) are left out: T is undefined
-    there, so a net of them is summarised, exported and analysed as a plain Dense net is
-    (no gate summaries, no "gates" signature, `analyze` refuses it with a message). So are
-    the gated skips (`layers.variants.GATED_SKIPS`), which have no T either.
-    """
+def _units(model: keras.Model, keep) -> list:
+    """The model's highway layers whose variant `keep(variant)` accepts, in graph order, each
+    stack's as `StackedLayer` views (named as `highway_layers` says)."""
     found = [layer for layer in model.layers
-             if isinstance(layer, HIGHWAY_LAYERS) and layer.variant not in _UNGATED]
+             if isinstance(layer, HIGHWAY_LAYERS) and keep(layer.variant)]
     stacks = [layer for layer in found if isinstance(layer, HighwayStack)]
     others = {layer.name for layer in model.layers}
     default = [name for stack in stacks for name in stack.layer_names()]
@@ -126,6 +125,31 @@ def highway_layers(model: keras.Model) -> list:
     return units
 
 
+def highway_layers(model: keras.Model) -> list:
+    """The model's highway layers, in graph order: each `HighwayDense`, `HighwayConv2D` and
+    `BNHighwayBlock`, and for each `HighwayStack` one `StackedLayer` per layer it holds.
+
+    A stack's layers get the names of the per-layer net (`stack.layer_names()`, `highway_1`,
+    ...); where those would clash (two stacks, or a layer of that name), every stack's layers
+    are named `<stack name>_1`, ... instead.
+
+    Layers of variant "plain" (y = H(x): no gates, no carry) are left out: T is undefined
+    there, so a net of them is summarised, exported and analysed as a plain Dense net is
+    (no gate summaries, no "gates" signature, `analyze` refuses it with a message). So are
+    the static skips (`layers.variants.STATIC_SKIPS`: rezero, layerscale, laurel_rw,
+    laurel_lr), which scale every example alike and have no T either (`skip_layers` lists
+    them). "gru_gate" layers are in, their T being GTrXL's update gate z.
+    """
+    return _units(model, lambda variant: variant not in _UNGATED)
+
+
+def skip_layers(model: keras.Model) -> list:
+    """The model's layers of a static skip (`layers.variants.STATIC_SKIPS`), in graph order and
+    named as `highway_layers` names its layers (a stack's as `StackedLayer` views): what
+    `zoo.analysis.skips` reads the learned scales of."""
+    return _units(model, lambda variant: variant in STATIC_SKIPS)
+
+
 def no_gates_reason(model: keras.Model) -> str:
     """Why `highway_layers(model)` is empty, in words, for an error message."""
     plain = [layer.name for layer in model.layers
@@ -133,14 +157,11 @@ def no_gates_reason(model: keras.Model) -> str:
     if plain:
         return (f"its layers {', '.join(plain[:3])}{', ...' if len(plain) > 3 else ''} are "
                 "variant 'plain' (y = H(x)), which has no gates; gate analyses need a gated "
-                "variant (coupled, full, c_only, t_only, residual).")
+                "variant (coupled, full, c_only, t_only, residual) or gru_gate.")
     skips = [layer for layer in model.layers
-             if isinstance(layer, HIGHWAY_LAYERS) and layer.variant in GATED_SKIPS]
+             if isinstance(layer, HIGHWAY_LAYERS) and layer.variant in STATIC_SKIPS]
     if skips:
-        return (f"its layers {', '.join(layer.name for layer in skips[:3])}"
-                f"{', ...' if len(skips) > 3 else ''} are variant {skips[0].variant!r}, a gated "
-                "skip without a transform gate T; gate analyses need a gated variant (coupled, "
-                "full, c_only, t_only, residual).")
+        return f"{no_routing(skips[0].variant)}."
     return ("it holds no HighwayDense, HighwayConv2D, BNHighwayBlock or HighwayStack layer (a "
             "plain net has no gates).")
 

@@ -3,9 +3,12 @@
 "Closing the gates" of a highway layer means T := 0 (and C := 1 for the variants whose carry
 gate is not 1 - T), so the layer copies its input: y = x exactly, bit for bit, in every
 variant (`HighwayBase.lesioned`; for a "residual" block it removes the block, for "c_only",
-whose T is the constant 1, it still means y = x). A batch-normalised block
-(`layers.BNHighwayBlock`) then carries its input through its shortcut only: y = S(x) (and
-its output activation, if any), x itself where the shortcut is the identity.
+whose T is the constant 1, it still means y = x). For "gru_gate" it is z := 0 for GTrXL's
+update gate, which the analyses read as T: out = (1 - z)·x + z·g is then x, so Fig. 4 means
+there what it means for a coupled layer (what the net loses when the layer only carries). A
+batch-normalised block (`layers.BNHighwayBlock`) then carries its input through its shortcut
+only: y = S(x) (and its output activation, if any), x itself where the shortcut is the
+identity.
 
 The flag is read when a layer's `call` runs or is traced: eager calls see it at once, while
 Keras's cached `predict`/`evaluate` functions keep the graph traced before. `lesioned(...,

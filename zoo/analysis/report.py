@@ -13,7 +13,7 @@ import numpy as np
 
 from zoo.analysis import plots
 from zoo.analysis.evolution import GATES_FILE, read_gate_history
-from zoo.analysis.gates import gate_statistics, nanmean
+from zoo.analysis.gates import gate_statistics, highway_layers, nanmean
 from zoo.analysis.lesion import effective_depth, lesion_errors
 from zoo.files import write_text
 
@@ -63,6 +63,10 @@ def analyze(
 ) -> dict[str, Any]:
     """Writes the gate analyses of `model` on `images` into `out` and returns their numbers.
 
+    For a gru_gate net, T is GTrXL's update gate z throughout (`HighwayDense.transform_gate`;
+    Fig. 4's lesion sets z := 0: the layer returns its input); a net of a static skip has no
+    gate and is refused (`zoo.analysis.skips` reports its learned scales instead).
+
     Files (in `out`): fig2_gates.png (NIPS 2015 Fig. 2: b_T, mean T, one example's T and
     block outputs), fig3_routing.png (Fig. 3: per-class mean T minus mean T),
     fig4_lesioning.png (Fig. 4: error with each layer lesioned), estimation_error.png
@@ -86,6 +90,9 @@ def analyze(
     out.mkdir(parents=True, exist_ok=True)
     labels = np.asarray(labels, np.int64)
     title = model.name
+    gru = any(layer.variant == "gru_gate" for layer in highway_layers(model))
+    if gru:
+        title += " (T: gru_gate's update gate z)"
     stats = gate_statistics(model, images, labels, num_classes=num_classes,
                             example_index=example_index, batch_size=batch_size)
     num_classes = len(stats.class_counts)
@@ -133,6 +140,8 @@ def analyze(
         "examples": len(images),
         "layers": stats.layers,
         "units": stats.units,
+        "transform_gate": ("z, the update gate of GTrXL's gate (gru_gate layers), read as T; "
+                           "b_T is its bias -b_g" if gru else "T"),
         "spatial_reduction": (
             "conv layers: T and block outputs averaged over height and width (a unit is a "
             "channel); estimation errors per position and channel, then averaged"

@@ -17,8 +17,10 @@ with the classes:
 - a reference: the same clustering of the raw input pixels. Routes that follow the classes
   better than the pixels do carry class information the input layout does not show plainly.
 
-Only layers that learn a transform gate count (coupled, full, t_only); a net with none (c_only,
-residual, plain layers) is refused with a message.
+Only layers with an input-dependent transform gate count (coupled, full, t_only, and gru_gate,
+whose T is GTrXL's update gate z); a net with none (c_only, residual, plain layers, or the
+static skips rezero, layerscale, laurel_rw, laurel_lr, which scale every example alike) is
+refused with a message (one line for the static skips: `layers.variants.no_routing`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,14 @@ from typing import Any
 import keras
 import numpy as np
 
-from layers.variants import LEARNED_BRANCHES
-from zoo.analysis.gates import GateProbe, highway_layers, no_gates_reason, per_unit
+from layers.variants import has_transform_gate
+from zoo.analysis.gates import (
+    GateProbe,
+    highway_layers,
+    no_gates_reason,
+    per_unit,
+    skip_layers,
+)
 from zoo.files import jsonable, write_text
 
 ROUTING_FILE = "routing.json"
@@ -40,7 +48,7 @@ ROUTING_FIGURE = "routing.png"
 
 
 def _learns_t(layer) -> bool:
-    return "t" in LEARNED_BRANCHES[layer.variant]
+    return has_transform_gate(layer.variant)
 
 
 def routing_patterns(model: keras.Model, images: np.ndarray, batch_size: int = 500
@@ -50,6 +58,8 @@ def routing_patterns(model: keras.Model, images: np.ndarray, batch_size: int = 5
     layers = [layer for layer in highway_layers(model) if _learns_t(layer)]
     if not layers:
         found = highway_layers(model)
+        if not found and skip_layers(model):  # a static skip: the one line
+            raise ValueError(no_gates_reason(model))
         reason = (f"its highway layers are variant {found[0].variant!r}, which has no "
                   "transform gate (T is the constant 1)." if found else no_gates_reason(model))
         raise ValueError(f"{model.name} has no transform gates to route by: {reason}")

@@ -9,8 +9,11 @@ the type's count in the split: every occurrence of a type has the same values, a
 tokens is the count-weighted mean over types. The LSTM and the softmax are not run.
 
 Which gate: T for the variants that learn it (coupled, full, t_only; 0 carries, 1
-transforms); C for `c_only`, which learns only the carry gate (1 carries); `residual` and
-`plain` have no gate, and are refused with a message (`layers.variants.LEARNED_BRANCHES`).
+transforms) and for `gru_gate`, whose T is GTrXL's update gate z (out = z·g + (1 - z)·x: 0
+carries, 1 transforms, as T); C for `c_only`, which learns only the carry gate (1 carries);
+`residual` and `plain` have no gate, and are refused with a message
+(`layers.variants.LEARNED_BRANCHES`); so are the static skips (rezero, layerscale, laurel_rw,
+laurel_lr: `layers.variants.no_routing`, one line), which scale every token alike.
 
 Groups (every token of the split in exactly one group of each grouping):
 
@@ -38,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layers.variants import LEARNED_BRANCHES
+from layers.variants import INPUT_GATED_SKIPS, LEARNED_BRANCHES, STATIC_SKIPS, no_routing
 from zoo.char_lm import END, EOS, EOS_CHAR, UNK, UNK_CHAR
 from zoo.files import atomic_path, jsonable, write_text
 
@@ -74,10 +77,16 @@ def char_embedder(model):
     return found[0]
 
 
+def _gates_of(variant: str) -> tuple[str, ...]:
+    """The gates a variant's layers have, lower case: "t" for gru_gate (its update gate z)."""
+    return ("t",) if variant in INPUT_GATED_SKIPS else LEARNED_BRANCHES[variant][1:]
+
+
 def gate_of(variant: str) -> str | None:
-    """The gate reported for a variant: "T" where it is learned, "C" for c_only, else None."""
-    learned = LEARNED_BRANCHES[variant]
-    return "T" if "t" in learned else "C" if "c" in learned else None
+    """The gate reported for a variant: "T" where it is learned (gru_gate: its update gate z),
+    "C" for c_only, else None."""
+    gates = _gates_of(variant)
+    return "T" if "t" in gates else "C" if "c" in gates else None
 
 
 def word_class(word: str) -> str:
@@ -194,15 +203,17 @@ def token_gates(model, corpus: Corpus, split: str = "test", *, gate: str | None 
         raise ValueError(f"{embedder.name} has no highway layers (highway_layers=0): no gates "
                          "to read.")
     variant = embedder.highway_variant
+    if variant in STATIC_SKIPS:
+        raise ValueError(f"{no_routing(variant)}.")
     gate = gate or gate_of(variant)
     if gate is None:
         raise ValueError(
             f"The highway layers of {embedder.name} are variant {variant!r}, which has no gate "
             f"({'y = H(x) + x' if variant == 'residual' else 'y = H(x)'}): T and C are constants, "
             "so no token is carried more than another.")
-    if gate not in ("T", "C") or gate.lower() not in LEARNED_BRANCHES[variant]:
+    if gate not in ("T", "C") or gate.lower() not in _gates_of(variant):
         raise ValueError(f"gate must be one the variant {variant!r} learns "
-                         f"({', '.join(b.upper() for b in LEARNED_BRANCHES[variant][1:])}). "
+                         f"({', '.join(b.upper() for b in _gates_of(variant))}). "
                          f"Received: gate={gate!r}")
     if embedder.char_vocab_size != corpus.num_chars:
         raise ValueError(
@@ -284,20 +295,30 @@ def summarize(gates: TokenGates, *, min_count: int = 20, top: int = 15) -> dict[
     }
 
 
+def _gate_weights(layer, branch: str) -> tuple[np.ndarray, np.ndarray]:
+    """(bias, kernel) of one highway layer's gate `branch` ("t" or "c"): its slices of the
+    fused bias and kernel; for gru_gate (T = its update gate z) -b_g and [W_z; U_z], the maps
+    of H(x) and of x that z reads."""
+    d = layer.kernel.shape[0]
+    if layer.variant == "gru_gate":
+        w, u = (np.asarray(k)[:, d:2 * d]
+                for k in (layer.gate_kernel, layer.gate_recurrent_kernel))
+        return -np.asarray(layer.gate_bias), np.concatenate([w, u])
+    start = LEARNED_BRANCHES[layer.variant].index(branch) * d
+    return np.asarray(layer.bias)[start:start + d], np.asarray(layer.kernel)[:, start:start + d]
+
+
 def gate_parameters(model, gate: str) -> dict[str, list[float]]:
-    """Each highway layer's gate bias (b_T or b_C: mean, min, max over units) and its kernel's
-    mean absolute weight: how far they are from where they started."""
+    """Each highway layer's gate bias (b_T or b_C; gru_gate: -b_g, its update gate's; mean,
+    min, max over units) and its kernel's mean absolute weight (gru_gate: of W_z and U_z):
+    how far they are from where they started."""
     branch = gate.lower()
     found = {"bias_mean": [], "bias_min": [], "bias_max": [], "kernel_mean_abs": []}
     for layer in char_embedder(model).highways:
-        learned = LEARNED_BRANCHES[layer.variant]
-        d = layer.kernel.shape[0]
-        start = learned.index(branch) * d
-        bias = np.asarray(layer.bias)[start:start + d]
+        bias, kernel = _gate_weights(layer, branch)
         found["bias_mean"].append(float(bias.mean()))
         found["bias_min"].append(float(bias.min()))
         found["bias_max"].append(float(bias.max()))
-        kernel = np.asarray(layer.kernel)[:, start:start + d]
         found["kernel_mean_abs"].append(float(np.abs(kernel).mean()))
     return found
 

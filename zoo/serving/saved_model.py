@@ -20,7 +20,8 @@ as stored in the dataset (the preprocessing is inside the graph):
   ``[batch]``;
 - ``logits``: ``logits`` float32 ``[batch, classes]``;
 - ``gates``: one float32 ``[batch]`` output per highway layer, named by the layer: the mean of
-  its transform gate T(x) over the layer's units (and positions, for convolutions), per example.
+  its transform gate T(x) over the layer's units (and positions, for convolutions), per example
+  (for gru_gate layers, GTrXL's update gate z; the static skips have none, as plain layers).
   A `HighwayStack`'s layers each get their own output, named as in the per-layer net
   (``highway_1``, ...; `zoo.analysis.highway_layers`), computed by one loop over the stack.
 
