@@ -416,9 +416,28 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
             if not tensorflow or (self.hand_written_backward
                                   and path.has_fast_path(self.activation)):
                 return self._fast_call(path, inputs, training, tensorflow)
+        if not training:
+            return self._loop(inputs)
         # Autodiff through keras.ops.scan: any activation, and lesioning for the analyses.
         y, _ = self._scan(inputs, lambda x, h, t, c, y: y)
         return y
+
+    def _loop(self, x):
+        """The layers on `x` with nothing stacked per layer: a `fori_loop` over the layer
+        index, each layer's weights taken by it. Inference runs this: TFLite and ONNX convert
+        a while loop of builtin ops, not the TensorList a scan stacks its outputs into."""
+        kernel, bias, keep = self._xs()
+        skip = self._skip_weights()
+
+        def body(i, x):
+            def pick(w):
+                return ops.take(w, i, axis=0)
+
+            weights = {name: pick(w) for name, w in skip.items()}
+            return self._layer(x, pick(kernel), pick(bias), weights,
+                               None if keep is None else pick(keep))[3]
+
+        return ops.fori_loop(0, self.depth, body, x)
 
     def _fast_call(self, path, inputs, training, tensorflow):
         d = inputs.shape[-1]

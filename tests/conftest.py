@@ -67,6 +67,9 @@ PROCESS_TMP = PROCESS_DIR / "tmp"
 PROCESS_TMP.mkdir()
 os.environ["TMPDIR"] = str(PROCESS_TMP)
 tempfile.tempdir = str(PROCESS_TMP)
+# onnxruntime writes telemetry files ($TMPDIR/.ses, ~/.cache/Microsoft/) when it is imported
+# unless this is set, whichever test imports it first.
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 # What libraries write into our TMPDIR and remove themselves at their exit (autograph's files
 # through atexit, TensorBoard's info files) or leave empty (TFDS's DatasetInfo reads GCS

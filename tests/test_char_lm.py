@@ -13,6 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.util import tensor_util
 
 import zoo
+from highway_zoo import cli
 from layers import VARIANTS
 from training.data.text import bptt_batches, load_corpus
 from training.language_model import next_learning_rate, train_lm
@@ -235,6 +236,24 @@ def test_lm_variants_study_end_to_end(corpus, tmp_path):
     again = lm_variants_study(corpus, variants=("coupled", "residual"), seeds=1, epochs=1,
                               recipe="quick", out=out, isolate=False)
     assert again["summary"] == results["summary"]
+
+    # A study of a gated skip, matched like Residual (two layers for Small's one), merges with
+    # it into one table; a study trained otherwise does not.
+    skips = lm_variants_study(corpus, variants=("rezero",), seeds=1, epochs=1, recipe="quick",
+                              out=tmp_path / "skips", isolate=False)
+    assert skips["summary"][0]["highway_layers"] == 2
+    assert cli.main(["variants", "--merge", str(out), str(tmp_path / "skips"), "--out",
+                     str(tmp_path / "both")]) in (0, None)
+    merged = json.loads((tmp_path / "both" / "results.json").read_text())
+    assert [r["variant"] for r in merged["summary"]] == ["coupled", "residual", "rezero"]
+    assert merged["summary"][2] == skips["summary"][0]
+    assert "| rezero | 2 |" in (tmp_path / "both" / "table.md").read_text()
+    longer = lm_variants_study(corpus, variants=("plain",), seeds=1, epochs=2, recipe="quick",
+                               out=tmp_path / "longer", isolate=False)
+    assert longer["settings"]["recipe"]["epochs"] == 2
+    assert cli.main(["variants", "--merge", str(out), str(tmp_path / "longer"), "--out",
+                     str(tmp_path / "refused")]) == 2
+    assert not (tmp_path / "refused").exists()
 
 
 def test_bad_input_is_refused_before_anything_is_written(corpus, tmp_path):

@@ -431,3 +431,29 @@ def test_a_lesioned_layer_of_a_stack_is_skipped():
         stack.lesioned_layers = {1}
         assert_close(keras.ops.convert_to_numpy(stack(x)),
                      keras.ops.convert_to_numpy(last(first(x))), variant)
+
+
+@pytest.mark.parametrize("variant", ["gru_gate", "laurel_lr"])
+def test_a_stack_of_these_forms_converts_to_tflite_and_onnx(variant, tmp_path):
+    # A stack of these forms runs a loop of its own (no fast path). At inference it stacks
+    # nothing per layer, so the TFLite converter and tf2onnx take it (a scan's TensorList
+    # they refused); the files give the Keras net's outputs.
+    import onnxruntime
+
+    import zoo
+    import zoo.serving.tflite
+
+    keras.utils.set_random_seed(0)
+    model = zoo.load("highway_fc10_mnist", depth=4, width=8, variant=variant, stacked=True)
+    rng = np.random.default_rng(0)
+    for weight in model.get_layer("highway_stack").weights:  # B = 0 and b_g alike at first
+        weight.assign(keras.ops.convert_to_numpy(weight) + rng.normal(0, 0.3, weight.shape))
+    x = rng.uniform(0, 255, (5, 28, 28, 1)).astype(np.float32)
+    expected = model.predict(x, verbose=0)
+    lite = zoo.serving.tflite.load(zoo.export(model, base_dir=tmp_path, format="tflite"))
+    np.testing.assert_allclose(lite(x)["probabilities"], expected, rtol=1e-4, atol=1e-6)
+    session = onnxruntime.InferenceSession(
+        str(zoo.export(model, base_dir=tmp_path, format="onnx")),
+        providers=["CPUExecutionProvider"])
+    (probabilities,) = session.run(["probabilities"], {"pixels": x})
+    np.testing.assert_allclose(probabilities, expected, rtol=1e-4, atol=1e-6)

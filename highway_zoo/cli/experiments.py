@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from highway_zoo.cli.args import (
     add_activation,
     add_data_dir,
@@ -166,10 +169,15 @@ def variants(args) -> None:
     from training.experiments.variants import merge_studies, variants_study
 
     if args.merge:
-        if args.out is None or args.corpus is not None:
-            raise ValueError("--merge needs --out DIR (where the merged results go) and "
-                             "merges image studies only (no --corpus).")
-        merge_studies(args.merge, args.out)
+        if args.out is None:
+            raise ValueError("--merge needs --out DIR, where the merged results go.")
+        first = Path(args.merge[0]) / "results.json"
+        if first.is_file() and "corpus" in json.loads(first.read_text()):
+            from training.experiments.lm_variants import merge_studies as merge_lm_studies
+
+            merge_lm_studies(args.merge, args.out)  # language-model studies
+        else:
+            merge_studies(args.merge, args.out)
         return
     if args.corpus is not None:
         _lm_variants(args)

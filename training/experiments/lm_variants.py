@@ -232,6 +232,70 @@ def lm_variants_study(
     return results
 
 
+def merge_studies(studies: Sequence[str | os.PathLike], out: str | os.PathLike
+                  ) -> dict[str, Any]:
+    """One table and figure from language-model studies of different variants on the same
+    corpus, model and recipe (e.g. Greff's six and the gated skips): their results.json read,
+    checked to agree, and written together to `out` (new or empty)."""
+    loaded = [_results(study) for study in studies]
+    if len(loaded) < 2:
+        raise ValueError(f"Merging needs at least two studies. Received: {list(studies)!r}")
+    first = loaded[0]
+    for study, other in zip(studies[1:], loaded[1:], strict=True):
+        differ = [k for k in ("model", "max_train_tokens")
+                  if other["settings"][k] != first["settings"][k]]
+        if {k: v for k, v in other["corpus"].items() if k != "directory"} != {
+                k: v for k, v in first["corpus"].items() if k != "directory"}:
+            differ.insert(0, "corpus")
+        recipe, recipe0 = other["settings"]["recipe"], first["settings"]["recipe"]
+        differ += [f"recipe.{k}" for k in sorted(set(recipe) & set(recipe0))
+                   if recipe[k] != recipe0[k]]
+        if differ:
+            raise ValueError(f"{study} was not trained like {studies[0]}: they differ in "
+                             f"{', '.join(differ)}; only studies of the same corpus, model "
+                             "and recipe merge.")
+    seen: dict[str, str] = {}
+    for study, result in zip(studies, loaded, strict=True):
+        for variant in result["settings"]["variants"]:
+            if variant in seen:
+                raise ValueError(f"{variant} is in both {seen[variant]} and {study}; merge "
+                                 "studies of different variants.")
+            seen[variant] = str(study)
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty; merge into a new or empty directory.")
+    variants = sorted(seen, key=ALL_VARIANTS.index)
+    runs = [run for result in loaded for run in result["runs"]]
+    rows = summarise(runs, variants)
+    settings = {**first["settings"], "variants": variants,
+                "seeds": sorted({s for r in loaded for s in r["settings"]["seeds"]}),
+                **{k: v for r in loaded for k, v in r["settings"].items()
+                   if k.endswith("_rule")},
+                "merged_from": [str(Path(s).resolve()) for s in studies]}
+    results = {**{k: v for k, v in first.items() if k not in ("summary", "runs")},
+               "settings": settings, "summary": rows, "runs": runs}
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "results.json", json.dumps(results, indent=1) + "\n")
+    table = format_table(rows)
+    write_text(out / "table.md", table)
+    recipe = first["settings"]["recipe"]
+    plot(rows, runs, out / "perplexity.png",
+         f"Highway variants and gated skips in {settings['model']} on "
+         f"{first['corpus']['name']} ({recipe['name']}, {recipe['epochs']} epochs; "
+         f"{len(settings['seeds'])} seeds)")
+    print(table)
+    print(f"Wrote {out}/results.json, table.md and perplexity.png")
+    return results
+
+
+def _results(study: str | os.PathLike) -> dict[str, Any]:
+    path = Path(study) / "results.json"
+    if not path.is_file():
+        raise ValueError(f"{study} holds no results.json: run the study there first (a study "
+                         "writes it when its runs are done).")
+    return json.loads(path.read_text())
+
+
 def train_one(job: dict[str, Any]) -> dict[str, Any]:
     """One net of the study in this process: its metrics and per-epoch curves."""
     from training.language_model import train_lm
