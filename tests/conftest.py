@@ -210,6 +210,11 @@ HEAVY = (
     "tests/test_analysis.py::test_lesioning_a_stacked_layer_equals_lesioning_the_per_layer_one",
     # 43-46 s each with the machine shared (2026-12, issue 31), as the forms' jax test beside it.
     "tests/test_skip_analysis.py::test_the_update_gate_z_on_jax_and_torch",
+    # Added with issue 31's study and start-up work, 25-80 s each with the machine shared: a
+    # JAX subprocess, two TFLite and ONNX conversions, three tiny studies.
+    "tests/test_analysis.py::test_the_gate_probe_compiled_on_jax_gives_the_eager_values",
+    "tests/test_gated_skips.py::test_a_stack_of_these_forms_converts_to_tflite_and_onnx",
+    "tests/test_variants.py::test_studies_of_other_variants_merge_into_one_table_and_figure",
 )
 
 
