@@ -106,7 +106,7 @@ def plot(rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], path: P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (curves, final) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (curves, final) = plt.subplots(1, 2, figsize=(11, 4.6))
     for run in runs:
         epochs = np.arange(1, len(run["val_perplexity_curve"]) + 1)
         curves.plot(epochs, run["val_perplexity_curve"], color=_COLORS[run["variant"]],
@@ -121,7 +121,8 @@ def plot(rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], path: P
         final.scatter([i] * len(values), values, color=_COLORS[r["variant"]], zorder=3)
         final.errorbar(i, r["test_perplexity"]["mean"], yerr=r["test_perplexity"]["std"],
                        fmt="_", color="k", capsize=6, zorder=2)
-    final.set_xticks(range(len(order)), [r["variant"] for r in order])
+    final.set_xticks(range(len(order)), [r["variant"] for r in order], rotation=35,
+                     ha="right")
     final.set(ylabel="test perplexity", title="test perplexity (dots: seeds; bar: mean ± std)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
