@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from test_backends import OTHER_BACKENDS, assert_close, run_on_backend
+from test_gated_skips import _conv_same, _sigmoid
 
 import zoo
 from highway_zoo import cli
@@ -32,19 +33,6 @@ ACTIVATIONS = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0.0)}
 
 
 # == NumPy =======================================================================================
-
-def _sigmoid(z):
-    return 1.0 / (1.0 + np.exp(-z))
-
-
-def _conv_same(x, kernel):
-    """Stride 1, zero "same" padding ((k - 1) // 2 before), channels last."""
-    kh, kw = kernel.shape[:2]
-    rows, cols = x.shape[1:3]
-    padded = np.pad(x, ((0, 0), ((kh - 1) // 2, kh // 2), ((kw - 1) // 2, kw // 2), (0, 0)))
-    return sum(padded[:, i:i + rows, j:j + cols] @ kernel[i, j]
-               for i in range(kh) for j in range(kw))
-
 
 def numpy_gru(x, w, linear=np.matmul, activation="tanh"):
     """(z, output) of one gru_gate layer from its weights `w` (by name): y = H(x), then

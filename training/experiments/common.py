@@ -262,6 +262,44 @@ def _run_claim(run_dir: str | os.PathLike, wait: bool):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def load_mergeable(studies: Sequence[str | os.PathLike], out: str | os.PathLike,
+                   differences: Callable[[dict, dict], list[str]], what: str,
+                   ) -> tuple[list[dict[str, Any]], list[str], Path]:
+    """The results.json of studies that may share one table (`variants --merge`): at least
+    two, each trained like the first (`differences(first, other)` names what is not, and a
+    recipe counts only in the fields both record: a field added to the recipes since the older
+    study ran is no difference in how it trained), no variant in two of them, and `out` new
+    or empty. Returns the results, their variants in the order given, and `out`."""
+    if len(studies) < 2:
+        raise ValueError(f"Merging needs at least two studies. Received: {list(studies)!r}")
+    loaded = []
+    for study in studies:
+        path = Path(study) / "results.json"
+        if not path.is_file():
+            raise ValueError(f"{study} holds no results.json: run the study there first (a "
+                             "study writes it when its runs are done).")
+        loaded.append(json.loads(path.read_text()))
+    first = loaded[0]
+    for study, other in zip(studies[1:], loaded[1:], strict=True):
+        recipe, recipe0 = other["settings"]["recipe"], first["settings"]["recipe"]
+        differ = differences(first, other) + [
+            f"recipe.{k}" for k in sorted(set(recipe) & set(recipe0)) if recipe[k] != recipe0[k]]
+        if differ:
+            raise ValueError(f"{study} was not trained like {studies[0]}: they differ in "
+                             f"{', '.join(differ)}; only studies of the same {what} merge.")
+    seen: dict[str, str] = {}
+    for study, result in zip(studies, loaded, strict=True):
+        for variant in result["settings"]["variants"]:
+            if variant in seen:
+                raise ValueError(f"{variant} is in both {seen[variant]} and {study}; merge "
+                                 "studies of different variants.")
+            seen[variant] = str(study)
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty; merge into a new or empty directory.")
+    return loaded, list(seen), out
+
+
 def run_jobs(jobs: Sequence[dict[str, Any]], data, isolate: bool,
              label: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
     """Trains every job, each in its own process if `isolate` (else in this one, on `data`),

@@ -34,7 +34,7 @@ import numpy as np
 import zoo
 from layers.variants import ALL_VARIANTS, GATED_SKIPS
 from layers.variants import parameter_count as layer_parameters
-from training.experiments.common import _stats, claim_study_dir, run_jobs
+from training.experiments.common import _stats, claim_study_dir, load_mergeable, run_jobs
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import default_dir
 from zoo.files import save_figure, write_text
@@ -237,35 +237,20 @@ def merge_studies(studies: Sequence[str | os.PathLike], out: str | os.PathLike
                   ) -> dict[str, Any]:
     """One table and figure from language-model studies of different variants on the same
     corpus, model and recipe (e.g. Greff's six and the gated skips): their results.json read,
-    checked to agree, and written together to `out` (new or empty)."""
-    loaded = [_results(study) for study in studies]
-    if len(loaded) < 2:
-        raise ValueError(f"Merging needs at least two studies. Received: {list(studies)!r}")
+    checked to agree (`common.load_mergeable`), and written together to `out` (new or
+    empty)."""
+    def differences(first, other):
+        def corpus(result):  # where it lay is no difference
+            return {k: v for k, v in result["corpus"].items() if k != "directory"}
+
+        return (["corpus"] if corpus(other) != corpus(first) else []) + [
+            k for k in ("model", "max_train_tokens")
+            if other["settings"][k] != first["settings"][k]]
+
+    loaded, variants, out = load_mergeable(studies, out, differences,
+                                           "corpus, model and recipe")
     first = loaded[0]
-    for study, other in zip(studies[1:], loaded[1:], strict=True):
-        differ = [k for k in ("model", "max_train_tokens")
-                  if other["settings"][k] != first["settings"][k]]
-        if {k: v for k, v in other["corpus"].items() if k != "directory"} != {
-                k: v for k, v in first["corpus"].items() if k != "directory"}:
-            differ.insert(0, "corpus")
-        recipe, recipe0 = other["settings"]["recipe"], first["settings"]["recipe"]
-        differ += [f"recipe.{k}" for k in sorted(set(recipe) & set(recipe0))
-                   if recipe[k] != recipe0[k]]
-        if differ:
-            raise ValueError(f"{study} was not trained like {studies[0]}: they differ in "
-                             f"{', '.join(differ)}; only studies of the same corpus, model "
-                             "and recipe merge.")
-    seen: dict[str, str] = {}
-    for study, result in zip(studies, loaded, strict=True):
-        for variant in result["settings"]["variants"]:
-            if variant in seen:
-                raise ValueError(f"{variant} is in both {seen[variant]} and {study}; merge "
-                                 "studies of different variants.")
-            seen[variant] = str(study)
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out} is not empty; merge into a new or empty directory.")
-    variants = sorted(seen, key=ALL_VARIANTS.index)
+    variants = sorted(variants, key=ALL_VARIANTS.index)
     runs = [run for result in loaded for run in result["runs"]]
     rows = summarise(runs, variants)
     settings = {**first["settings"], "variants": variants,
@@ -287,14 +272,6 @@ def merge_studies(studies: Sequence[str | os.PathLike], out: str | os.PathLike
     print(table)
     print(f"Wrote {out}/results.json, table.md and perplexity.png")
     return results
-
-
-def _results(study: str | os.PathLike) -> dict[str, Any]:
-    path = Path(study) / "results.json"
-    if not path.is_file():
-        raise ValueError(f"{study} holds no results.json: run the study there first (a study "
-                         "writes it when its runs are done).")
-    return json.loads(path.read_text())
 
 
 def train_one(job: dict[str, Any]) -> dict[str, Any]:

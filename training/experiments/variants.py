@@ -52,6 +52,7 @@ from layers.variants import parameter_count as layer_parameters
 from training.experiments.common import (
     INITS,
     claim_study_dir,
+    load_mergeable,
     run_jobs,
     subset,
     summarise,
@@ -360,45 +361,19 @@ _SHARED = ("activation", "transform_bias", "carry_bias", "init", "kernel_initial
 def merge_studies(studies: Sequence[str | os.PathLike], out: str | os.PathLike) -> dict[str, Any]:
     """One table and figure from studies of different variants on the same data and recipe
     (e.g. Greff's six, run earlier, and the gated skips run later): their results.json read,
-    checked to agree, and written together to `out` (new or empty) as results.json, table.md
-    and variants.png. Recipes are compared on the fields both record (a field added to the
-    recipes since the older study ran is not a difference in how it trained)."""
-    if len(studies) < 2:
-        raise ValueError(f"Merging needs at least two studies. Received: {list(studies)!r}")
-    loaded = []
-    for study in studies:
-        path = Path(study) / "results.json"
-        if not path.is_file():
-            raise ValueError(f"{study} holds no results.json: run the study there first (a "
-                             "study writes it when its runs are done).")
-        loaded.append(json.loads(path.read_text()))
+    checked to agree (`common.load_mergeable`), and written together to `out` (new or
+    empty) as results.json, table.md and variants.png."""
+    def differences(first, other):
+        return (["data"] if other["data"] != first["data"] else []) + [
+            k for k in _SHARED if other["settings"].get(k) != first["settings"].get(k)]
+
+    loaded, variants, out = load_mergeable(studies, out, differences, "data and recipe")
     first = loaded[0]
-    for study, other in zip(studies[1:], loaded[1:], strict=True):
-        differ = [k for k in _SHARED if other["settings"].get(k) != first["settings"].get(k)]
-        if other["data"] != first["data"]:
-            differ.insert(0, "data")
-        recipe, recipe0 = other["settings"]["recipe"], first["settings"]["recipe"]
-        differ += [f"recipe.{k}" for k in sorted(set(recipe) & set(recipe0))
-                   if recipe[k] != recipe0[k]]
-        if differ:
-            raise ValueError(f"{study} was not trained like {studies[0]}: they differ in "
-                             f"{', '.join(differ)}; only studies of the same data and recipe "
-                             "merge.")
-    seen: dict[str, str] = {}
-    for study, result in zip(studies, loaded, strict=True):
-        for variant in result["settings"]["variants"]:
-            if variant in seen:
-                raise ValueError(f"{variant} is in both {seen[variant]} and {study}; merge "
-                                 "studies of different variants.")
-            seen[variant] = str(study)
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out} is not empty; merge into a new or empty directory.")
     order = {v: i for i, v in enumerate(ALL_VARIANTS)}
     rows = sorted((row for result in loaded for row in result["summary"]),
                   key=lambda r: (MODES.index(r["mode"]), r["depth"], order[r["variant"]]))
     settings = {**first["settings"],
-                "variants": sorted(seen, key=order.__getitem__),
+                "variants": sorted(variants, key=order.__getitem__),
                 "depths": sorted({d for r in loaded for d in r["settings"]["depths"]}),
                 "seeds": sorted({s for r in loaded for s in r["settings"]["seeds"]}),
                 "modes": [m for m in MODES if any(m in r["settings"]["modes"] for r in loaded)],
