@@ -193,7 +193,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
                    xlim=(min(depths) / 1.3, max(depths) * 1.3))
         bottom.set_xticks(depths, [str(d) for d in depths])
         bottom.minorticks_off()
-        top.legend(fontsize=8)
+        top.legend(fontsize=8 if len(variants) <= 6 else 7,  # eleven forms: two columns
+                   ncol=1 if len(variants) <= 6 else 2)
         for ax in (top, bottom):
             ax.grid(alpha=0.3, which="both")
     fig.suptitle(title)
