@@ -215,6 +215,9 @@ HEAVY = (
     "tests/test_analysis.py::test_the_gate_probe_compiled_on_jax_gives_the_eager_values",
     "tests/test_gated_skips.py::test_a_stack_of_these_forms_converts_to_tflite_and_onnx",
     "tests/test_variants.py::test_studies_of_other_variants_merge_into_one_table_and_figure",
+    "tests/test_models_table.py::test_keep_measures_only_the_named_models_and_keeps_the_others",
+    # 55 s on CI's idle machine (the whole Fashion-MNIST test split through 100 layers).
+    "tests/test_pretrained.py::test_shipped_weights_score_what_their_record_says[highway_fc100_fashion_mnist]",
 )
 
 
