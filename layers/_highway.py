@@ -229,6 +229,12 @@ class HighwayArguments:
                "laurel_lr": "laurel_rank"}.get(self.variant)
         return {} if key is None else {key: getattr(self, key)}
 
+    def _skip_weights(self):
+        """The gated skip's own weights by name (a stack's stacked by layer), in the compute
+        dtype; empty for Greff's variants."""
+        return {name: ops.cast(getattr(self, name), self.compute_dtype)
+                for name in self._skip_names}
+
     def _refuse_gate(self, gate):
         """Refuses the gate analyses for the static skips (`STATIC_SKIPS`): they have no gate
         (gru_gate's is its update gate z: `transform_gate`)."""
@@ -501,11 +507,6 @@ class HighwayBase(HighwayArguments, Int8Kernel, keras.layers.Layer):
 
         return int8_linear(x, ops.convert_to_tensor(self.kernel),
                            ops.convert_to_tensor(self.kernel_scale))
-
-    def _skip_weights(self):
-        """The gated skip's own weights by name, in the compute dtype (empty for Greff's)."""
-        return {name: ops.cast(getattr(self, name), self.compute_dtype)
-                for name in self._skip_names}
 
     def call(self, inputs):
         if self.lesioned:

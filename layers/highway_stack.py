@@ -356,11 +356,6 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
             y = skip_combine(self.variant, x, h, skip)
         return h, t, c, (y if keep is None else ops.where(keep, y, x))
 
-    def _skip_weights(self):
-        """The gated skip's stacked weights by name, in the compute dtype (empty for Greff's)."""
-        return {name: ops.cast(getattr(self, name), self.compute_dtype)
-                for name in self._skip_names}
-
     def _scales(self, d):
         """`(depth, 2, d)`: each layer's s_H and s_x for the fast paths, y = s_H H + s_x x."""
         skip = self._skip_weights()

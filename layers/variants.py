@@ -116,3 +116,13 @@ def no_routing(variant: str) -> str:
         raise ValueError(f"{variant!r} is not one of the static skips {STATIC_SKIPS}")
     return (f"no routing: {variant} scales every example alike ({_STATIC_SCALES[variant]}), "
             "so Fig. 2-4, routing and per-token gates do not apply")
+
+
+def require_transform_bias(variant: str, transform_bias, example: str) -> None:
+    """Refuses, in one line, a variant with a transform gate built without its initial bias
+    b_T (the nets registered with a gated skip have none to pass on); `example` names a value
+    to pass and whose it is, e.g. "-2.0 (Kim's)"."""
+    if transform_bias is None and "t" in LEARNED_BRANCHES.get(variant, ()):
+        raise ValueError(f"variant={variant!r} has a transform gate: pass its initial bias, "
+                         f"e.g. transform_bias={example}; the registered gated-skip nets have "
+                         "none.")

@@ -18,6 +18,7 @@ layers as the paper did: `variant="residual", highway_layers=4`.
 
 from __future__ import annotations
 
+from zoo.fc_nets import REZERO
 from zoo.heads import classifier, feature_info
 from zoo.registry import register, register_family
 
@@ -94,13 +95,9 @@ def char_lm(
                          f"batch_size (a positive integer). Received: batch_size={batch_size!r}")
     if not 0 <= dropout < 1:
         raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout!r}")
-    from layers.variants import LEARNED_BRANCHES
+    from layers.variants import require_transform_bias
 
-    if transform_bias is None and "t" in LEARNED_BRANCHES.get(variant, ()):
-        raise ValueError(
-            f"variant={variant!r} has a transform gate: pass its initial bias, e.g. "
-            "transform_bias=-2.0 (Kim's; the registered gated-skip net has none)."
-        )
+    require_transform_bias(variant, transform_bias, "-2.0 (Kim's)")
     inputs = keras.Input(shape=(steps, max_word_length), batch_size=batch_size, dtype="int32",
                          name="chars")
     x = CharCNNEmbedder(
@@ -226,12 +223,8 @@ register(
     paper_perplexity=None,
     paper_variant_perplexity=None,
     gated_skip=dict(
-        form="rezero",
-        cite="Bachlechner et al. 2020, ReZero",
+        REZERO,  # the form's paper, as the ReZero FC net records it
         formula="y = x + a·H(x), one learned scalar a",
-        paper="Bachlechner, Majumder, Mao, Cottrell & McAuley 2020, ReZero is All You Need: "
-              "Fast Convergence at Large Depth",
-        arxiv="2003.04887",
         initialisation="a = 0 (the paper's): a fresh embedder passes the character CNN's "
                        "features on unchanged",
         parameters_per_layer="d² + d + 1 (layers.variants.parameter_count('rezero', d)), "

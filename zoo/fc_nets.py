@@ -100,13 +100,9 @@ def highway_fc(
     the gated skips and residual/plain have none); `layerscale_init` the initial LayerScale
     factor of `variant="layerscale"` (None: the layer's default, 1e-5)."""
     from layers import HighwayDense, HighwayStack
-    from layers.variants import LEARNED_BRANCHES
+    from layers.variants import require_transform_bias
 
-    if transform_bias is None and "t" in LEARNED_BRANCHES.get(variant, ()):
-        raise ValueError(
-            f"variant={variant!r} has a transform gate: pass its initial bias, e.g. "
-            "transform_bias=-2.0 (the registered gated-skip nets have none)."
-        )
+    require_transform_bias(variant, transform_bias, "-2.0")
     args = dict(activation=activation, variant=variant, kernel_initializer=kernel_initializer)
     if transform_bias is not None:
         args["transform_bias_initializer"] = transform_bias
