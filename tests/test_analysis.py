@@ -28,7 +28,7 @@ from zoo.analysis import (
     stages,
 )
 from zoo.analysis.evolution import read_gate_history, updated_history
-from zoo.analysis.gates import GateProbe, layer_mean_t, probe
+from zoo.analysis.gates import GateProbe, layer_mean_t, probe, sample_statistics
 
 
 def small_fc(depth=5, width=6, seed=0):
@@ -202,6 +202,30 @@ def test_conv_stages_and_spatial_means():
     np.testing.assert_allclose(stats.mean_t[4], t.mean((0, 1, 2)), rtol=1e-5)
     assert [s["stage"] for s in stats.estimation] == ["stage1", "stage2", "stage3"]
     assert [len(s["mean"]) for s in stats.estimation] == [2, 3, 3]
+
+
+@pytest.mark.parametrize("net", ["per_layer", "stacked", "conv"])
+def test_sample_statistics_give_gate_statistics_fig2_numbers(net):
+    # A training run's final Fig. 2 (GateSummaries) is drawn from T on the sample and one
+    # pass of its first example: the same numbers as gate_statistics over the whole sample.
+    if net == "conv":
+        keras.utils.set_random_seed(0)
+        model, x = zoo.load("highway_conv16_mnist", width=4), images(6)
+    else:
+        model = small_fc() if net == "per_layer" else stacked_fc()[0]
+        x = images(12)
+    layers = highway_layers(model)
+    net_probe = GateProbe(model, layers)
+    got = sample_statistics(layers, net_probe.gates(x, numpy=True), net_probe(x[:1], numpy=True),
+                            example_label=4)
+    expected = gate_statistics(model, x, np.full(len(x), 4), batch_size=5)
+    assert got.layers == expected.layers and got.units == expected.units
+    assert got.convolutional == expected.convolutional and got.examples == len(x)
+    assert got.example_label == 4 and got.example_index == expected.example_index == 0
+    for key in ("transform_bias", "mean_t", "example_t", "example_output", "example_input"):
+        np.testing.assert_allclose(getattr(got, key), getattr(expected, key), rtol=1e-5,
+                                   atol=1e-6, err_msg=key)
+    assert np.ptp(got.example_output) > 0.1 and np.ptp(got.mean_t) > 0.01  # not all alike
 
 
 # --- stacked nets (HighwayStack) give the per-layer net's layers, names and numbers ---------

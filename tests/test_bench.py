@@ -607,3 +607,19 @@ def test_whole_process_tiny_run_end_to_end(tmp_path):
     assert ours["beyond_keras_s"] == pytest.approx(
         ours["wall_s"] - rows["import keras (tensorflow)"]["wall_s"])
     assert summary["goals"]["fastest_backend"] == "tensorflow"
+
+
+def test_quantization_latency_takes_the_forms_in_turn_round_by_round():
+    # The four forms of a model are timed in alternation, so a burst of other work on the
+    # machine falls on all of them: every form gets its calls in every round, in order.
+    from highway_zoo.bench import quantization
+
+    calls = []
+    forms = {form: (lambda x, form=form: calls.append((form, x)), [0, 1, 2])
+             for form in ("keras_float", "keras_int8", "tflite_float", "tflite_int8")}
+    medians = quantization._median_ms(forms, calls=8, rounds=4)
+    assert set(medians) == set(forms) and all(v >= 0 for v in medians.values())
+    warmup, timed = calls[:4 * quantization.WARMUP_CALLS], calls[4 * quantization.WARMUP_CALLS:]
+    assert [f for f, _ in warmup] == [f for f in forms for _ in range(quantization.WARMUP_CALLS)]
+    assert [f for f, _ in timed] == [f for _ in range(4) for f in forms for _ in range(2)]
+    assert [x for _, x in timed[:2]] == [0, 1]  # the inputs in turn

@@ -66,9 +66,9 @@ from zoo.analysis.evolution import (
 )
 from zoo.analysis.gates import (
     GateProbe,
-    gate_statistics,
     highway_layers,
     per_unit,
+    sample_statistics,
     transform_biases,
 )
 
@@ -187,6 +187,7 @@ class GateSummaries(keras.callbacks.Callback):
         self._images = self._labels = None
         self._probe = None
         self._step = None
+        self._last_gates = None  # the last summaries' gate values, for Fig. 2
 
     # --- set-up ------------------------------------------------------------------------
 
@@ -245,7 +246,7 @@ class GateSummaries(keras.callbacks.Callback):
             "viridis, T = 0 dark to T = 1 yellow.",
         )
         self._writer.flush()
-        self._step = step
+        self._step, self._last_gates = step, gates
         if self.gates_file is not None:
             self._write_gates_json(step, gates)
 
@@ -269,8 +270,13 @@ class GateSummaries(keras.callbacks.Callback):
         labels = self._labels
         if labels is not None and labels.max() >= self.model.outputs[0].shape[-1]:
             labels = None  # not this model's classes
+        # T from this epoch's summaries; the inputs and outputs of the first example alone.
         with _strategy_scope(self.model):
-            stats = gate_statistics(self.model, self._images, labels)
+            example_io = {name: tuple(keras.ops.convert_to_numpy(v) for v in io)
+                          for name, io in self._probe(self._images[:1]).items()}
+        stats = sample_statistics(
+            self._layers, {g["name"]: g["t"] for g in self._last_gates}, example_io,
+            example_label=None if labels is None else int(labels[0]))
         fig = plots.fig2(stats, title=f"{self.model.name}, epoch {self._step}")
         self._writer.image(
             "gates/fig2", rgb_png(plots.png_bytes(fig)), self._step,

@@ -10,15 +10,17 @@ inputs quantized per row at run time), the float TFLite file and the full-intege
 (`zoo.export(..., format="tflite", quantize="int8")`, calibrated on `--calibration-images`
 training images drawn with a fixed seed). Reported per form: accuracy on the whole test split,
 file size (`model.save` `.keras` files for Keras, the `.tflite` files) and the median latency
-per image at batch 1 over `--calls` calls after 20 warm-up calls (Keras: the model's call in one
-`tf.function`; TFLite: the serving_default signature runner on LiteRT, input already in the
-file's dtype). Gates: over the first `--gate-images` test images, each highway layer's T(x)
-from the float and the int8 Keras model (`zoo.analysis.GateProbe`): mean T, the fraction of
-T within 0.01 of 0 or 1, and the mean |T_int8 - T_float|; and the TFLite files' `gates`
-signatures (mean T per layer and image), float against int8.
+per image at batch 1 over `--calls` calls after 20 warm-up calls, the four forms timed in turn
+over 10 rounds (Keras: the model's call in one `tf.function`; TFLite: the serving_default
+signature runner on LiteRT, input already in the file's dtype). Gates: over the first
+`--gate-images` test images, each highway layer's T(x) from the float and the int8 Keras
+model (`zoo.analysis.GateProbe`): mean T, the fraction of T within 0.01 of 0 or 1, and the
+mean |T_int8 - T_float|; and the TFLite files' `gates` signatures (mean T per layer and
+image), float against int8.
 
-The machine these numbers come from is shared (2 cores, other work running): latencies are
-indicative, comparable within a row more than across rows. Prints a table and writes
+Latencies are of this machine's state when measured (the JSON records its load average):
+taken in turn, a row's forms share that state, so its ratios are sound where its milliseconds
+may not be. Prints a table and writes
 bench/results/quantization.json and, beside it, quantization.md (the table).
 """
 
@@ -38,22 +40,31 @@ from highway_zoo.bench import driver
 RESULTS = Path(__file__).resolve().parent / "results" / "quantization.json"
 NEAR = 0.01  # "saturated": T within this of 0 or 1
 WARMUP_CALLS = 20
+ROUNDS = 10  # latency rounds, the four forms timed in turn in each
 BATCH = 500  # images per call for the accuracies and gate statistics
 
 
-def _median_ms(call, inputs, calls: int) -> float:
-    for i in range(WARMUP_CALLS):
-        call(inputs[i % len(inputs)])
-    times = []
-    for i in range(calls):
-        start = time.perf_counter()
-        call(inputs[i % len(inputs)])
-        times.append(time.perf_counter() - start)
-    return round(1000 * statistics.median(times), 4)
+def _median_ms(forms: dict, calls: int, rounds: int = ROUNDS) -> dict[str, float]:
+    """{form: median ms per call} of `forms` ({form: (call, inputs)}), after WARMUP_CALLS
+    calls each, timed in `rounds` rounds that take the forms in turn (calls // rounds calls
+    each per round): on a shared machine a burst of other work then slows every form alike,
+    so a row's ratios hold even when its milliseconds do not."""
+    for call, inputs in forms.values():
+        for i in range(WARMUP_CALLS):
+            call(inputs[i % len(inputs)])
+    times: dict[str, list[float]] = {form: [] for form in forms}
+    per_round = max(calls // rounds, 1)
+    for _ in range(rounds):
+        for form, (call, inputs) in forms.items():
+            for i in range(per_round):
+                start = time.perf_counter()
+                call(inputs[i % len(inputs)])
+                times[form].append(time.perf_counter() - start)
+    return {form: round(1000 * statistics.median(t), 4) for form, t in times.items()}
 
 
-def _keras_forms(model, images, labels, calls):
-    """Accuracy, batch-1 latency, and the model's call as a tf.function."""
+def _keras_forms(model, images, labels):
+    """Accuracy, and the model's batch-1 call as a tf.function with its inputs."""
     import numpy as np
     import tensorflow as tf
 
@@ -61,8 +72,7 @@ def _keras_forms(model, images, labels, calls):
                                     for i in range(0, len(images), BATCH)])
     fn = tf.function(lambda x: model(x, training=False))
     ones = [tf.constant(images[i:i + 1]) for i in range(16)]
-    latency = _median_ms(lambda x: fn(x).numpy(), ones, calls)
-    return float(np.mean(probabilities.argmax(-1) == labels)), latency
+    return float(np.mean(probabilities.argmax(-1) == labels)), (lambda x: fn(x).numpy(), ones)
 
 
 def _gates(model, images):
@@ -104,7 +114,8 @@ def _gate_summary(float_t: dict, int8_t: dict) -> dict:
     }
 
 
-def _tflite_forms(path, images, labels, calls, gate_images):
+def _tflite_forms(path, images, labels, gate_images):
+    """Accuracy, the batch-1 call with its inputs, and the `gates` signature's T."""
     import numpy as np
 
     from zoo.serving import tflite
@@ -122,8 +133,8 @@ def _tflite_forms(path, images, labels, calls, gate_images):
     input_name = lite._inputs["serving_default"][0]
     runner = lite._runners["serving_default"]
     ones = [images[i:i + 1].astype(details["dtype"]) for i in range(16)]
-    latency = _median_ms(lambda x: runner(**{input_name: x}), ones, calls)
-    return float(np.mean(probabilities.argmax(-1) == labels)), latency, gates
+    return (float(np.mean(probabilities.argmax(-1) == labels)),
+            (lambda x: runner(**{input_name: x}), ones), gates)
 
 
 def measure(name: str, calls: int, gate_images: int, calibration_images: int,
@@ -147,7 +158,7 @@ def measure(name: str, calls: int, gate_images: int, calibration_images: int,
     with tempfile.TemporaryDirectory(prefix="bench-quantization-") as tmp:
         tmp = Path(tmp)
         model = zoo.load(name, weights="default")
-        float_acc, float_ms = _keras_forms(model, images, labels, calls)
+        float_acc, float_call = _keras_forms(model, images, labels)
         float_t = _gates(model, gate_x)
         model.save(tmp / "float.keras")
         start = time.perf_counter()
@@ -158,16 +169,17 @@ def measure(name: str, calls: int, gate_images: int, calibration_images: int,
         int8_tflite = zoo.export(model, base_dir=tmp, format="tflite", quantize="int8",
                                  representative=sample)
         int8_convert_s = time.perf_counter() - start
+        int8_model = zoo.load(name, weights="default")  # the float one stays, for timing
         start = time.perf_counter()
-        zoo.quantize(model)  # in place: from here on the Keras int8 model
+        zoo.quantize(int8_model)  # in place: the Keras int8 model
         quantize_s = time.perf_counter() - start
-        int8_acc, int8_ms = _keras_forms(model, images, labels, calls)
-        int8_t = _gates(model, gate_x) if float_t else {}
-        model.save(tmp / "int8.keras")
-        keras.backend.clear_session()
-        lite_acc, lite_ms, lite_gates = _tflite_forms(float_tflite, images, labels, calls, gate_x)
-        lite8_acc, lite8_ms, lite8_gates = _tflite_forms(int8_tflite, images, labels, calls,
-                                                         gate_x)
+        int8_acc, int8_call = _keras_forms(int8_model, images, labels)
+        int8_t = _gates(int8_model, gate_x) if float_t else {}
+        int8_model.save(tmp / "int8.keras")
+        lite_acc, lite_call, lite_gates = _tflite_forms(float_tflite, images, labels, gate_x)
+        lite8_acc, lite8_call, lite8_gates = _tflite_forms(int8_tflite, images, labels, gate_x)
+        latency = _median_ms({"keras_float": float_call, "keras_int8": int8_call,
+                              "tflite_float": lite_call, "tflite_int8": lite8_call}, calls)
         sizes = {"keras_float": (tmp / "float.keras").stat().st_size,
                  "keras_int8": (tmp / "int8.keras").stat().st_size,
                  "tflite_float": float_tflite.stat().st_size,
@@ -176,8 +188,8 @@ def measure(name: str, calls: int, gate_images: int, calibration_images: int,
         "accuracy": {"keras_float": float_acc, "keras_int8": int8_acc,
                      "tflite_float": lite_acc, "tflite_int8": lite8_acc},
         "bytes": sizes,
-        "latency_b1_median_ms": {"keras_float": float_ms, "keras_int8": int8_ms,
-                                 "tflite_float": lite_ms, "tflite_int8": lite8_ms},
+        "latency_b1_median_ms": latency,
+        "load_average_1min": round(os.getloadavg()[0], 2),  # as the latencies were taken
         "seconds": {"quantize": round(quantize_s, 2), "tflite_float": round(float_convert_s, 1),
                     "tflite_int8": round(int8_convert_s, 1)},
         "gate_images": len(gate_x),
@@ -286,9 +298,8 @@ def run(args: argparse.Namespace) -> int:
     def write(complete: bool) -> str:
         text = markdown(rows)
         summary = {
-            "note": "Latencies: median per image at batch 1 on a shared 2-core machine with "
-                    "other work running; indicative only, comparable within a row more than "
-                    "across rows.",
+            "note": "Latencies: median per image at batch 1, the four forms timed in turn "
+                    "over 10 rounds; load_average_1min is the machine's before and after.",
             "complete": complete, "models": names,
             "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "calls": args.calls, "gate_images": args.gate_images,

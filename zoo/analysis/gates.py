@@ -512,7 +512,7 @@ def gate_statistics(
     return GateStatistics(
         layers=[layer.name for layer in layers],
         units=widths,
-        convolutional=[isinstance(layer, HighwayConv2D | BNHighwayBlock) for layer in layers],
+        convolutional=_convolutional(layers),
         examples=n,
         transform_bias=padded(transform_biases(layers)),
         mean_t=padded([s / n for s in sum_t]),
@@ -526,6 +526,41 @@ def gate_statistics(
         example_output=padded(example["out"]),
         example_input=np.asarray(example["in"], np.float64),
         estimation=estimation,
+    )
+
+
+def _convolutional(layers: list) -> list[bool]:
+    return [isinstance(layer, HighwayConv2D | BNHighwayBlock) for layer in layers]
+
+
+def sample_statistics(layers: list, gates: dict[str, np.ndarray],
+                      example_io: dict[str, tuple], example_label: int | None = None
+                      ) -> GateStatistics:
+    """Fig. 2's numbers (what `gate_statistics` gives with `example_index=0`) from T on a
+    sample, `GateProbe(...).gates(sample, numpy=True)`, and the sample's first example's inputs
+    and outputs, `GateProbe(...)(sample[:1])`: a training run's final Fig. 2 thus needs no
+    pass over the whole sample for every layer's inputs and outputs (on JAX a second compiled
+    function: about 2 s of a first run). No class means and no estimation errors (Figs. 3-4).
+    """
+    def first(values, layer):
+        return per_unit(np.asarray(values), layer.channel_axis)[0]
+
+    unit_t = [per_unit(gates[layer.name], layer.channel_axis) for layer in layers]
+    return GateStatistics(
+        layers=[layer.name for layer in layers],
+        units=[width_of(layer) for layer in layers],
+        convolutional=_convolutional(layers),
+        examples=len(unit_t[0]),
+        transform_bias=padded(transform_biases(layers)),
+        mean_t=padded([t.mean(axis=0, dtype=np.float64) for t in unit_t]),
+        class_mean_t=np.zeros((0, len(layers), max(width_of(layer) for layer in layers))),
+        class_counts=np.zeros(0, np.int64),
+        example_index=0,
+        example_label=example_label,
+        example_t=padded([t[0] for t in unit_t]),
+        example_output=padded([first(example_io[layer.name][1], layer) for layer in layers]),
+        example_input=np.asarray(first(example_io[layers[0].name][0], layers[0]), np.float64),
+        estimation=[],
     )
 
 
