@@ -215,8 +215,7 @@ def test_sample_statistics_give_gate_statistics_fig2_numbers(net):
         model = small_fc() if net == "per_layer" else stacked_fc()[0]
         x = images(12)
     layers = highway_layers(model)
-    net_probe = GateProbe(model, layers)
-    got = sample_statistics(layers, net_probe.gates(x, numpy=True), net_probe(x[:1], numpy=True),
+    got = sample_statistics(layers, *GateProbe(model, layers).gates_and_first(x),
                             example_label=4)
     expected = gate_statistics(model, x, np.full(len(x), 4), batch_size=5)
     assert got.layers == expected.layers and got.units == expected.units
@@ -525,7 +524,14 @@ def test_the_gate_probe_compiled_on_jax_gives_the_eager_values_of_the_current_we
                     IN["x"], with_io=False, numpy=True)
                 io, io_eager = probe(IN["x"], numpy=True), probe._trace(
                     IN["x"], with_io=True, numpy=True)
+                gates, first = probe.gates_and_first(IN["x"])  # one function, both at once
+                first_eager = probe._trace(IN["x"][:1], with_io=True, numpy=True)
                 tag = f"{stacked}_{step}"
+                OUT["both_" + tag] = np.stack([gates[k] for k in sorted(gates)])
+                OUT["first_" + tag] = np.stack(
+                    [np.concatenate(first[k], axis=-1) for k in sorted(first)])
+                OUT["first_eager_" + tag] = np.stack(
+                    [np.concatenate(first_eager[k], axis=-1) for k in sorted(first_eager)])
                 OUT["compiled_" + tag] = np.stack([compiled[k] for k in sorted(compiled)])
                 OUT["eager_" + tag] = np.stack([eager[k] for k in sorted(eager)])
                 OUT["io_" + tag] = np.stack([np.concatenate(io[k], axis=-1) for k in sorted(io)])
@@ -539,4 +545,7 @@ def test_the_gate_probe_compiled_on_jax_gives_the_eager_values_of_the_current_we
             tag = f"{stacked}_{step}"
             np.testing.assert_allclose(out["compiled_" + tag], out["eager_" + tag], atol=1e-6)
             np.testing.assert_allclose(out["io_" + tag], out["io_eager_" + tag], atol=1e-5)
+            np.testing.assert_allclose(out["both_" + tag], out["eager_" + tag], atol=1e-6)
+            assert out["first_" + tag].shape[1] == 1  # the first example only
+            np.testing.assert_allclose(out["first_" + tag], out["first_eager_" + tag], atol=1e-5)
         assert np.abs(out[f"compiled_{stacked}_1"] - out[f"compiled_{stacked}_0"]).max() > 1e-2

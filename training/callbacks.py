@@ -187,7 +187,7 @@ class GateSummaries(keras.callbacks.Callback):
         self._images = self._labels = None
         self._probe = None
         self._step = None
-        self._last_gates = None  # the last summaries' gate values, for Fig. 2
+        self._last_gates = self._first = None  # the last summaries', for Fig. 2
 
     # --- set-up ------------------------------------------------------------------------
 
@@ -213,10 +213,11 @@ class GateSummaries(keras.callbacks.Callback):
 
     # --- the summaries -----------------------------------------------------------------
 
-    def _gates(self) -> list[dict[str, Any]]:
-        """Per layer: T values, per-unit mean T and b_T on the sample batch."""
+    def _gates(self) -> tuple[list[dict[str, Any]], dict[str, tuple]]:
+        """Per layer: T values, per-unit mean T and b_T on the sample batch; and the first
+        example's inputs, outputs and T (for Fig. 2)."""
         with _strategy_scope(self.model):
-            gates = self._probe.gates(self._images, numpy=True)
+            gates, first = self._probe.gates_and_first(self._images)
             biases = transform_biases(self._layers)
             result = []
             for layer, bias in zip(self._layers, biases):
@@ -224,10 +225,10 @@ class GateSummaries(keras.callbacks.Callback):
                 result.append({"name": layer.name, "t": t,
                                "unit_mean": per_unit(t, layer.channel_axis).mean(axis=0),
                                "bias": bias})
-        return result
+        return result, first
 
     def _write(self, step: int) -> None:
-        gates = self._gates()
+        gates, first = self._gates()
         writer = self._writer
         for g in gates:
             writer.histogram(f"transform_gate/{g['name']}", histogram_buckets(g["t"]), step)
@@ -246,7 +247,7 @@ class GateSummaries(keras.callbacks.Callback):
             "viridis, T = 0 dark to T = 1 yellow.",
         )
         self._writer.flush()
-        self._step, self._last_gates = step, gates
+        self._step, self._last_gates, self._first = step, gates, first
         if self.gates_file is not None:
             self._write_gates_json(step, gates)
 
@@ -270,12 +271,9 @@ class GateSummaries(keras.callbacks.Callback):
         labels = self._labels
         if labels is not None and labels.max() >= self.model.outputs[0].shape[-1]:
             labels = None  # not this model's classes
-        # T from this epoch's summaries; the inputs and outputs of the first example alone.
-        with _strategy_scope(self.model):
-            example_io = {name: tuple(keras.ops.convert_to_numpy(v) for v in io)
-                          for name, io in self._probe(self._images[:1]).items()}
+        # From the last summaries: T on the sample, the first example's inputs and outputs.
         stats = sample_statistics(
-            self._layers, {g["name"]: g["t"] for g in self._last_gates}, example_io,
+            self._layers, {g["name"]: g["t"] for g in self._last_gates}, self._first,
             example_label=None if labels is None else int(labels[0]))
         fig = plots.fig2(stats, title=f"{self.model.name}, epoch {self._step}")
         self._writer.image(

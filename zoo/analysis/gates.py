@@ -287,32 +287,46 @@ class GateProbe:
         self.inputs_net = keras.Model(
             inputs, {source.name: source.input for source, _ in self.sources}
         )
-        self._compiled = {}
+        self._compiled = {}  # on JAX: what -> (variables, the jitted function)
 
     def _run(self, x, with_io: bool, numpy: bool) -> dict[str, Any]:
         if numpy and keras.backend.backend() == "jax":
-            return self._run_compiled(x, with_io)
+            return self._run_compiled(x, "io" if with_io else "gates")
         return self._trace(x, with_io, numpy)
 
-    def _run_compiled(self, x, with_io: bool) -> dict[str, Any]:
+    def _run_compiled(self, x, what: str) -> dict[str, Any]:
         """On JAX, one compiled function of the weights and the batch. Run eagerly, each op
         is dispatched on its own and a stack's lax.scan is traced again at every call (a
         gate summary per epoch: 0.2 s each on 2 cores); compiled, a call costs milliseconds,
         and JAX's persistent cache keeps the compilation for the next process. The weights
-        are arguments, not constants, so a later call sees the weights as they are then."""
+        are arguments, not constants, so a later call sees the weights as they are then.
+        `what`: "gates", "io" or "first" (`gates_and_first`)."""
         import jax
 
-        if with_io not in self._compiled:
+        if what not in self._compiled:
             variables = list(self.model.variables)
 
             def run(values, x):
                 with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                    return self._trace(x, with_io, numpy=False)
+                    if what != "first":
+                        return self._trace(x, with_io=what == "io", numpy=False)
+                    io = self._trace(x, with_io=True, numpy=False)
+                    return ({name: t for name, (_, _, t) in io.items()},
+                            {name: (i[:1], o[:1], t[:1]) for name, (i, o, t) in io.items()})
 
-            self._compiled[with_io] = variables, jax.jit(run)
-        variables, run = self._compiled[with_io]
+            self._compiled[what] = variables, jax.jit(run)
+        variables, run = self._compiled[what]
         out = run([v.value for v in variables], x)
         return jax.tree_util.tree_map(np.asarray, out)
+
+    def gates_and_first(self, x) -> tuple[dict[str, np.ndarray], dict[str, tuple]]:
+        """`probe.gates(x)` and `probe(x[:1])`, as NumPy arrays: T of every layer on the batch,
+        and the first example's inputs, outputs and T (a training run's gate summaries, and
+        its final Fig. 2 from the last of them). On JAX one compiled function gives both: a
+        second one would cost a first run's start about 2 s of compilation."""
+        if keras.backend.backend() == "jax":
+            return self._run_compiled(x, "first")
+        return self.gates(x, numpy=True), self(x[:1], numpy=True)
 
     def _trace(self, x, with_io: bool, numpy: bool) -> dict[str, Any]:
         def convert(value):
