@@ -251,7 +251,7 @@ def gates_table(rows: list[dict]) -> str:
                 f"{shifts[worst]:+.3f} (`{worst}`)"]
 
     return driver.table(
-        ["model", "highway layers", "mean T (Keras float → int8)",
+        ["model", "layers with a T", "mean T (Keras float → int8)",
          f"% T within {NEAR} of 0 or 1", "mean abs ΔT", "max abs ΔT",
          "TFLite: mean abs Δ(layer's mean T)", "TFLite: largest Δ(layer's mean T)"],
         ["---", "---:", *["---:"] * 6],
