@@ -289,8 +289,13 @@ class GateProbe:
         )
         self._compiled = {}  # on JAX: what -> (variables, the jitted function)
 
+    @property
+    def compiled(self) -> bool:
+        """Whether NumPy results come from a compiled function (JAX) rather than eagerly."""
+        return keras.backend.backend() == "jax"
+
     def _run(self, x, with_io: bool, numpy: bool) -> dict[str, Any]:
-        if numpy and keras.backend.backend() == "jax":
+        if numpy and self.compiled:
             return self._run_compiled(x, "io" if with_io else "gates")
         return self._trace(x, with_io, numpy)
 
@@ -324,7 +329,7 @@ class GateProbe:
         and the first example's inputs, outputs and T (a training run's gate summaries, and
         its final Fig. 2 from the last of them). On JAX one compiled function gives both,
         compiling in less than the two would (1.6 s against 2.0-2.3 s on 2 cores)."""
-        if keras.backend.backend() == "jax":
+        if self.compiled:
             return self._run_compiled(x, "first")
         return self.gates(x, numpy=True), self(x[:1], numpy=True)
 
@@ -560,14 +565,15 @@ def sample_statistics(layers: list, gates: dict[str, np.ndarray],
         return per_unit(np.asarray(values), layer.channel_axis)[0]
 
     unit_t = [per_unit(gates[layer.name], layer.channel_axis) for layer in layers]
+    widths = [width_of(layer) for layer in layers]
     return GateStatistics(
         layers=[layer.name for layer in layers],
-        units=[width_of(layer) for layer in layers],
+        units=widths,
         convolutional=_convolutional(layers),
         examples=len(unit_t[0]),
         transform_bias=padded(transform_biases(layers)),
         mean_t=padded([t.mean(axis=0, dtype=np.float64) for t in unit_t]),
-        class_mean_t=np.zeros((0, len(layers), max(width_of(layer) for layer in layers))),
+        class_mean_t=np.zeros((0, len(layers), max(widths))),
         class_counts=np.zeros(0, np.int64),
         example_index=0,
         example_label=example_label,
