@@ -83,6 +83,34 @@ def _interrupted_and_resumed(work: Path, data_dir: Path) -> dict:
     return result
 
 
+def _hook_threads(work: Path, data_dir: Path) -> dict:
+    """The CLI run's configuration trained again in this process, with the progress bar and
+    a batch hook that notes its thread: on the main thread, each step was awaited; in Keras's
+    thread pool, the run's own batch hooks let the loop go on (async dispatch)."""
+    import threading
+
+    import keras
+
+    from training.trainer import train
+
+    class Threads(keras.callbacks.Callback):
+        async_safe = True
+
+        def __init__(self):
+            super().__init__()
+            self.on_main = set()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.on_main.add(threading.current_thread() is threading.main_thread())
+
+    threads = Threads()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        train(NAME, callbacks=[threads], recipe="quick", epochs=2, depth=3, verbose=1,
+              data_dir=data_dir, out=work / "threads")
+    return {"on_main": sorted(threads.on_main)}
+
+
 def _predictions(work: Path, data_dir: Path) -> None:
     """The trained run's probabilities on the first 16 test images, beside the images."""
     import numpy as np
@@ -135,6 +163,7 @@ def train_part(work: Path, data_dir: Path) -> dict:
     result["train"]["tensorflow_imported"] = "tensorflow" in sys.modules
     result["resume"] = _interrupted_and_resumed(work, data_dir)
     result["resume"]["tensorflow_imported"] = "tensorflow" in sys.modules
+    result["hook_threads"] = _hook_threads(work, data_dir)
     result["analyze"] = _cli(["analyze", NAME, "--weights", work / "run", "--data-dir",
                               data_dir, "--examples", 200])
     if result["train"]["code"] == 0:

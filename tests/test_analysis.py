@@ -227,6 +227,44 @@ def test_sample_statistics_give_gate_statistics_fig2_numbers(net):
     assert np.ptp(got.example_output) > 0.1 and np.ptp(got.mean_t) > 0.01  # not all alike
 
 
+def test_the_training_runs_fig2_image_draws_each_panels_numbers_on_its_scale():
+    """fig2_rgb (Pillow, the image at the end of every run): cell (layer i, unit j) of each
+    panel has the colour of its value on the panel's scale, taken from Matplotlib's colour
+    maps as fig2 draws them: b_T from its min to its max, both T panels from 0 to their
+    common top, the block outputs symmetric around 0; NaN black."""
+    from types import SimpleNamespace
+
+    from matplotlib import colormaps
+
+    from zoo.analysis import plots
+
+    rng = np.random.default_rng(0)
+    rows, cols = 5, 8
+    bias = rng.normal(-2, 1, (rows, cols))
+    bias[1, 2] = np.nan
+    mean_t, example_t = rng.uniform(0, 0.6, (rows, cols)), rng.uniform(0, 0.8, (rows, cols))
+    output = rng.normal(0, 2, (rows, cols))
+    stats = SimpleNamespace(transform_bias=bias, mean_t=mean_t, example_t=example_t,
+                           example_output=output, examples=64, example_index=0,
+                           example_label=3, convolutional=[False] * rows)
+    image = plots.fig2_rgb(stats, title="net")
+    cell_h, cell_w = min(12, plots._PANEL_HEIGHT // rows), min(12, plots._PANEL_WIDTH // cols)
+    width = cols * cell_w
+    top = example_t.max()
+    finite = bias[np.isfinite(bias)]
+    scales = [(bias, "viridis", finite.min(), finite.max()),
+              (mean_t, "viridis", 0.0, top), (example_t, "viridis", 0.0, top),
+              (output, "RdBu_r", -np.abs(output).max(), np.abs(output).max())]
+    for panel, (matrix, cmap, low, high) in enumerate(scales):
+        for i, j in [(0, 0), (1, 2), (rows - 1, cols - 1), (3, 5)]:
+            y = plots._TOP + i * cell_h + cell_h // 2
+            x = plots._LEFT + panel * (width + plots._GAP) + j * cell_w + cell_w // 2
+            value = matrix[i, j]
+            want = (np.zeros(3) if np.isnan(value) else
+                    np.array(colormaps[cmap]((value - low) / (high - low))[:3]) * 255)
+            np.testing.assert_allclose(image[y, x], want, atol=1, err_msg=(panel, i, j))
+
+
 # --- stacked nets (HighwayStack) give the per-layer net's layers, names and numbers ---------
 
 

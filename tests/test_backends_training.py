@@ -125,6 +125,16 @@ def check_an_interrupted_run_resumes_bit_identically(backend, record, work):
         work / "run" / "metrics.json")["test_loss"]
 
 
+def check_the_runs_batch_hooks_run_asynchronously(backend, record, work):
+    """Both backends are thread-safe for Keras: the run's own batch hooks (loss check, clock,
+    progress bar) are async_safe, so the loop does not wait for each step. The resumed run
+    above, whose steps are awaited (checkpoints inside epochs), has the first run's weights
+    bit for bit; so has this run, with its progress bar."""
+    assert record["hook_threads"]["on_main"] == [False]
+    for got, want in zip(_weights(work / "threads"), _weights(work / "run"), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def check_analyze_reads_the_run(backend, record, work):
     _ok(record["analyze"])
     analysis = work / "run" / "analysis"
@@ -208,6 +218,7 @@ TRAIN_CHECKS = [
     check_train_writes_a_finished_run_that_records_the_backend,
     check_gate_summaries_go_to_tensorboard_and_gates_json,
     check_an_interrupted_run_resumes_bit_identically,
+    check_the_runs_batch_hooks_run_asynchronously,
     check_analyze_reads_the_run,
     check_the_run_exports_to_a_saved_model_under_tensorflow,
     check_tf_distribute_strategies_are_refused_in_one_line,

@@ -14,7 +14,9 @@ import pytest
 from test_training import separable_digits
 
 from highway_zoo import cli
+from training.checkpoints import Checkpoints, RunMonitor
 from training.data import OfflineFallbackWarning, load_dataset
+from training.run_dir import RunDir
 from training.trainer import RunDirError, train
 
 HIGHWAY_ZOO = os.path.join(os.path.dirname(sys.executable), "highway-zoo")
@@ -147,6 +149,31 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_
     with pytest.warns(OfflineFallbackWarning):
         assert cli.main(args) == 2
     assert "status 'failed: non-finite loss'" in capsys.readouterr().err
+
+
+def test_a_non_finite_loss_reported_out_of_order_is_recorded_at_its_first_batch(tmp_path):
+    """Without checkpoints inside epochs the monitor's batch hook is async_safe: Keras may run
+    it in a thread pool, where batches report in any order and the model is steps further on.
+    The failure recorded is the earliest non-finite batch, its iteration counted from the
+    epoch, the batch and where a resumed epoch began."""
+    checkpoints = Checkpoints(tmp_path / "checkpoint", steps_per_epoch=32)
+    monitor = RunMonitor(RunDir(tmp_path), checkpoints, [], checkpoint_every=None)
+    assert monitor.async_safe
+    assert not RunMonitor(RunDir(tmp_path), checkpoints, [], checkpoint_every=10).async_safe
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.stop_training = False  # as fit() sets it
+    monitor.set_model(model)
+    monitor.first_batch = 5  # a resumed epoch: its batch 0 is the epoch's 6th
+    monitor.on_epoch_begin(1)
+    monitor.on_train_batch_end(3, {"loss": 0.5})
+    assert monitor.failure is None and not model.stop_training
+    for batch, loss in [(7, float("nan")), (6, float("inf")), (9, float("nan"))]:
+        monitor.on_train_batch_end(batch, {"loss": loss})
+    assert model.stop_training
+    failure = monitor.failure
+    assert (failure["epoch"], failure["batch"], failure["iterations"]) == (2, 12, 32 + 12)
+    assert failure["loss"] == "inf"
+    assert "became inf at epoch 2, batch 12 (iteration 44)" in failure["message"]
 
 
 def test_a_resumed_runs_progress_counts_the_runs_epochs(tmp_path, capsys):

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import zoo
 from highway_zoo import cli
+from training.callbacks import ProgressBar
 from training.data import Dataset
 from training.optimizers import learning_rate, make_optimizer
 from training.recipes import get_recipe
@@ -186,6 +187,22 @@ def test_a_runs_progress_counts_its_own_epochs(tmp_path, capsys):
     # fit() runs one epoch at a time; the progress still names the run's 3 (not 1/1, 2/2).
     assert [line for line in out.splitlines() if line.startswith("Epoch ")] == [
         "Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
+
+
+def test_the_runs_progress_bar_never_goes_back(capsys):
+    """Run in Keras's thread pool (it is async_safe), a batch may report after a later one:
+    the bar does not draw it."""
+    bar = ProgressBar()
+    assert bar.async_safe
+    bar.set_params({"verbose": 1, "epochs": 1, "steps": 10})
+    bar.on_epoch_begin(0)
+    bar.on_train_batch_end(5, {"loss": 1.0})
+    bar.on_train_batch_end(3, {"loss": 2.0})
+    assert bar.seen == 6 and bar.progbar._seen_so_far == 6
+    bar.on_train_batch_end(6, {"loss": 0.5})
+    assert bar.seen == 7 and bar.progbar._seen_so_far == 7
+    out = capsys.readouterr().out
+    assert "6/10" in out and "4/10" not in out  # Keras draws at most every 0.05 s
 
 
 def test_user_callbacks_see_every_epoch_with_the_runs_logs(tmp_path):

@@ -12,6 +12,7 @@ import contextlib
 import datetime
 import json
 import math
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -154,6 +155,12 @@ class RunMonitor(keras.callbacks.Callback):
 
     `history` is the run's history so far (epochs before this process), which it extends;
     `failure` describes where the loss stopped being finite (None while it is).
+
+    Without `checkpoint_every` its batch hook only reads the batch's loss, so it is
+    `async_safe`: Keras may then run the batch hooks in a thread pool, and the next steps are
+    dispatched while a step's loss is still being computed (no wait on the device each
+    batch). A failure found there is the earliest non-finite batch, as in step with the
+    loop; the steps already dispatched after it change nothing that is kept.
     """
 
     def __init__(self, run_dir: RunDir, checkpoints: Checkpoints, history: list[dict],
@@ -161,8 +168,12 @@ class RunMonitor(keras.callbacks.Callback):
         super().__init__()
         self.run_dir, self.checkpoints, self.history = run_dir, checkpoints, history
         self.checkpoint_every = checkpoint_every
+        # A checkpoint inside an epoch reads the model at its step: the hook must wait for it.
+        self.async_safe = checkpoint_every is None
         self.failure: dict[str, Any] | None = None
+        self._failing = threading.Lock()  # batch hooks may run in several threads at once
         self.first_batch = 0  # of the first epoch of a fit() that resumes mid-epoch
+        self._epoch = 0
         # Training time of the whole run: before this process (from the checkpoint) + since.
         self.seconds_before = 0.0
         self.started = time.perf_counter()
@@ -170,10 +181,15 @@ class RunMonitor(keras.callbacks.Callback):
     def train_seconds(self) -> float:
         return self.seconds_before + time.perf_counter() - self.started
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
     def on_train_batch_end(self, batch, logs=None):
         loss = _scalar((logs or {}).get("loss", 0.0))
         if not math.isfinite(loss):
-            self._fail(loss)
+            # The step's iteration, counted (the model may be steps further on by now).
+            steps = self.checkpoints.steps_per_epoch
+            self._fail(loss, self._epoch * steps + self.first_batch + batch + 1)
             return
         if self.checkpoint_every:
             iterations = trained_iterations(self.model)
@@ -182,8 +198,13 @@ class RunMonitor(keras.callbacks.Callback):
             ):  # epoch ends are saved by on_epoch_end, after validation
                 self.checkpoints.save(self.model, iterations, self.train_seconds())
 
-    def _fail(self, loss: float) -> None:
-        iterations = trained_iterations(self.model)
+    def _fail(self, loss: float, iterations: int) -> None:
+        with self._failing:
+            if self.failure is None or iterations < self.failure["iterations"]:
+                self._record_failure(loss, iterations)
+        self.model.stop_training = True
+
+    def _record_failure(self, loss: float, iterations: int) -> None:
         epoch, batch = divmod(iterations - 1, self.checkpoints.steps_per_epoch)
         last = self.checkpoints.latest()
         kept = (
@@ -198,14 +219,13 @@ class RunMonitor(keras.callbacks.Callback):
         )
         self.failure = {"epoch": epoch + 1, "batch": batch + 1, "iterations": iterations,
                         "loss": str(loss), "message": message}
-        self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
         if self.failure is not None:
             return  # the weights are not finite: keep the last good checkpoint
         logs = {k: _scalar(v) for k, v in (logs or {}).items()}
         if not math.isfinite(logs.get("loss", 0.0)):
-            self._fail(logs["loss"])
+            self._fail(logs["loss"], trained_iterations(self.model))
             return
         entry = {"epoch": epoch + 1, **logs,
                  "learning_rate": _scalar(self.model.optimizer.learning_rate)}

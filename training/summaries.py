@@ -52,19 +52,6 @@ def png_of(image: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def rgb_png(png: bytes) -> bytes:
-    """`png` as an RGB PNG (a matplotlib figure's is RGBA): as `tf.image.decode_png(png,
-    channels=3)` then `tf.summary.image` would store it."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(png)) as image:
-        if image.mode == "RGB":
-            return png
-        buffer = io.BytesIO()
-        image.convert("RGB").save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 def _png_size(png: bytes) -> tuple[int, int]:
     """(width, height) from a PNG's IHDR chunk."""
     if png[:8] != b"\x89PNG\r\n\x1a\n":

@@ -63,7 +63,7 @@ import numpy as np
 
 import zoo
 from training import distribute, tensorflow_on_demand, timeline
-from training.callbacks import GateSummaries
+from training.callbacks import GateSummaries, ProgressBar
 from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
 from training.data import Dataset, Examples, load_dataset
 from training.optimizers import apply_weight_decay, is_bias, make_optimizer
@@ -489,8 +489,10 @@ def _run_callbacks(model: keras.Model, callbacks: list[keras.callbacks.Callback]
     run's N, not k/k."""
     steps = len(epoch_batches) if isinstance(epoch_batches, keras.utils.PyDataset) else int(
         epoch_batches.cardinality())
+    # Keras's defaults in its order, with a bar that lets the batch hooks run asynchronously.
+    bar = [ProgressBar()] if settings.verbose != 0 else []
     return keras.callbacks.CallbackList(
-        callbacks, add_history=True, add_progbar=settings.verbose != 0,
+        [*callbacks, keras.callbacks.History(), *bar], add_history=True, add_progbar=False,
         verbose=settings.verbose, epochs=settings.epochs, steps=steps if steps >= 0 else None,
         model=model,
     )
