@@ -168,6 +168,24 @@ def test_histogram_buckets_are_tensorboards_own():
         )
 
 
+def test_event_records_carry_tfrecords_checksums(tmp_path):
+    """EventWriter frames its records itself, with google-crc32c's checksums: the same
+    bytes as TensorBoard's pure-Python masked CRC-32C and TensorFlow's TFRecord reader."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as reference
+
+    from training.summaries import EventWriter, masked_crc32c
+
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 8, 31, 4096):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        assert masked_crc32c(data) == reference(data).to_bytes(4, "little"), size
+    with EventWriter(tmp_path) as writer:
+        writer.scalar("a", 0.25, step=1)
+        writer.histogram("b", histogram_buckets(rng.random(100)), step=2)
+    records = list(tf.data.TFRecordDataset(str(writer.path)))  # checks both checksums
+    assert len(records) == 3  # the file version, the scalar, the histogram
+
+
 def test_sample_batch_forms():
     x = np.zeros((10, 4, 4, 1), np.uint8)
     y = np.arange(10)

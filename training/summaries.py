@@ -14,9 +14,11 @@ TensorBoard and `EventAccumulator` read them exactly as they read TensorFlow's:
 Why not `tf.summary`: it runs TensorFlow ops, which a JAX or PyTorch run has no other use
 for (it reads its data without TensorFlow), and TensorBoard's own
 `EventFileWriter` opens its file through `tf.io.gfile`, importing TensorFlow whenever it is
-installed. Here the record framing is TensorBoard's `RecordWriter` (TFRecord: length,
-masked CRC-32C, data, masked CRC-32C) over a plain Python file, and the protos are
-TensorBoard's own; nothing imports TensorFlow.
+installed. Here the protos are TensorBoard's own, written to a plain Python file in the
+TFRecord framing of TensorBoard's `RecordWriter` (length, masked CRC-32C, data, masked
+CRC-32C) with the checksums from google-crc32c's C code: `RecordWriter` computes them in pure
+Python, 0.2 ms of a histogram's 0.3 ms, 20 ms of a 70 KB image's (a run writes about 1,100
+summaries). Nothing imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -25,18 +27,26 @@ import io
 import itertools
 import os
 import socket
+import struct
 import time
 from pathlib import Path
 
+import google_crc32c
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tensorboard.plugins.image import metadata as image_metadata
 from tensorboard.plugins.scalar import metadata as scalar_metadata
-from tensorboard.summary.writer.record_writer import RecordWriter
 from tensorboard.util import tensor_util
 
 _counter = itertools.count()  # several writers of one process in one directory
+
+
+def masked_crc32c(data: bytes) -> bytes:
+    """TFRecord's checksum of `data`: its CRC-32C, rotated right by 15 bits plus 0xa282ead8
+    (modulo 2**32), little-endian."""
+    crc = google_crc32c.value(data)
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
 
 
 def png_of(image: np.ndarray) -> bytes:
@@ -69,7 +79,6 @@ class EventWriter:
                 f"{os.getpid()}.{next(_counter)}.v2")
         self.path = self.log_dir / name
         self._file = open(self.path, "ab")  # noqa: SIM115 (open until close())
-        self._records = RecordWriter(self._file)
         self._event(event_pb2.Event(file_version="brain.Event:2"))
         self.flush()
 
@@ -77,7 +86,9 @@ class EventWriter:
         if self._file.closed:
             raise RuntimeError(f"The event writer of {self.path} is closed.")
         event.wall_time = time.time()
-        self._records.write(event.SerializeToString())
+        data = event.SerializeToString()
+        header = struct.pack("<Q", len(data))
+        self._file.write(header + masked_crc32c(header) + data + masked_crc32c(data))
 
     def summary(self, summary: summary_pb2.Summary, step: int) -> None:
         self._event(event_pb2.Event(step=int(step), summary=summary))
