@@ -52,7 +52,12 @@ for call in calls:
     record.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
 with open(sys.argv[2], "w") as out:
     json.dump({"calls": record, "tensorflow_imported": "tensorflow" in sys.modules}, out)
-os._exit(0)  # skip JAX's slow interpreter teardown
+# As highway-zoo's own exit (highway_zoo.cli.run): the atexit handlers, JAX's among them (its
+# distributed shutdown waits for the other processes: process 0 ending first would take the
+# coordination service with it while process 1 still writes), then no interpreter teardown.
+import atexit
+atexit._run_exitfuncs()
+os._exit(0)
 """
 
 

@@ -10,6 +10,7 @@ import time
 import warnings
 
 import keras
+import numpy as np
 import pytest
 from test_training import separable_digits
 
@@ -174,6 +175,76 @@ def test_a_non_finite_loss_reported_out_of_order_is_recorded_at_its_first_batch(
     assert (failure["epoch"], failure["batch"], failure["iterations"]) == (2, 12, 32 + 12)
     assert failure["loss"] == "inf"
     assert "became inf at epoch 2, batch 12 (iteration 44)" in failure["message"]
+
+
+def _dropout_net(width, seed):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(width, name="hidden"),
+                              keras.layers.Dropout(0.5, name="dropout"),
+                              keras.layers.Dense(3, name="out")])
+    model.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def _values(model):
+    return [keras.ops.convert_to_numpy(v) for v in [*model.variables,
+                                                    *model.optimizer.variables]]
+
+
+def test_a_checkpoint_holds_the_weights_the_optimizer_and_the_dropout_seeds(tmp_path):
+    rng = np.random.default_rng(0)
+    trained = _dropout_net(8, seed=0)
+    trained.fit(rng.normal(size=(40, 6)), rng.integers(0, 3, 40), batch_size=8, verbose=0)
+    checkpoints = Checkpoints(tmp_path, steps_per_epoch=5)
+    checkpoints.save(trained, 5)
+    saved = np.load(tmp_path / "ckpt-000000005.npz")
+    names = [str(n) for n in saved["names"]]
+    assert names[0].endswith("hidden/kernel") and "optimizer/iteration" in names
+    assert any("seed_generator_state" in n for n in names)  # dropout's masks go on, too
+    fresh = _dropout_net(8, seed=1)
+    assert not np.array_equal(_values(fresh)[0], _values(trained)[0])
+    Checkpoints(tmp_path, steps_per_epoch=5).restore(fresh, 5)
+    after, want = _values(fresh), _values(trained)
+    assert len(after) == len(want) == len(names)
+    for got, expected in zip(after, want, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    # Another model's checkpoint is refused, saying what does not fit.
+    with pytest.raises(RunDirError, match=r"cannot be read \(ValueError: \w+/hidden/kernel is "
+                       r"float32\[6, 8\] there, float32\[6, 4\] in this model\)"):
+        Checkpoints(tmp_path, steps_per_epoch=5).restore(_dropout_net(4, seed=0), 5)
+
+
+def test_a_dropout_net_restored_trains_on_as_if_never_stopped(tmp_path):
+    """With the seeds' states restored, the dropout masks after the checkpoint are those of
+    an uninterrupted run (a `.keras` checkpoint has no seeds: the masks started over)."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(40, 6)), rng.integers(0, 3, 40)
+    options = dict(batch_size=8, shuffle=False, verbose=0)
+    uninterrupted = _dropout_net(8, seed=0)
+    uninterrupted.fit(x, y, epochs=2, **options)
+    first = _dropout_net(8, seed=0)
+    first.fit(x, y, epochs=1, **options)
+    Checkpoints(tmp_path, steps_per_epoch=5).save(first, 5)
+    resumed = _dropout_net(8, seed=2)
+    Checkpoints(tmp_path, steps_per_epoch=5).restore(resumed, 5)
+    resumed.fit(x, y, epochs=1, **options)
+    for got, want in zip(_values(resumed), _values(uninterrupted), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_keras_checkpoint_of_an_earlier_version_is_still_restored(tmp_path):
+    rng = np.random.default_rng(0)
+    trained = _dropout_net(8, seed=0)
+    trained.fit(rng.normal(size=(40, 6)), rng.integers(0, 3, 40), batch_size=8, verbose=0)
+    trained.save(tmp_path / "ckpt-000000005.keras")  # as those versions wrote them
+    (tmp_path / "checkpoint.json").write_text(json.dumps(
+        {"file": "ckpt-000000005.keras", "iterations": 5, "epoch": 1, "batch": 0}))
+    fresh = _dropout_net(8, seed=1)
+    Checkpoints(tmp_path, steps_per_epoch=5).restore(fresh, 5)
+    for got, want in zip(fresh.get_weights(), trained.get_weights(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert int(fresh.optimizer.iterations.numpy()) == 5
 
 
 def test_a_resumed_runs_progress_counts_the_runs_epochs(tmp_path, capsys):

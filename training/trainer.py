@@ -7,8 +7,9 @@ resume the run::
                               distribution (strategy, replicas, global batch), status,
                               the seconds of each phase (`training.timeline`)
     history.json              per-epoch metrics ("val_" = the test split), rewritten each epoch
-    checkpoint/               the latest checkpoint while the run is going (weights, optimizer
-                              state, iteration count), written every epoch and every
+    checkpoint/               the latest checkpoint while the run is going (weights, dropout
+                              seeds, optimizer state, iteration count: `ckpt-<iteration>.npz`
+                              and checkpoint.json), written every epoch and every
                               `checkpoint_every` steps; removed when the run finishes
     model.json                architecture, overrides, metadata, weights sha256
     model.weights.h5(.sha256) final weights and their hash
