@@ -478,6 +478,19 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
         x = self._prepare(x)
         return self._scan(x, lambda x, h, t, c, y: ops.ones_like(x) if t is None else t)[1]
 
+    def layer_inputs_and_gates(self, x):
+        """`(layer_inputs(x), transform_gates(x), self(x))` from one pass over the layers
+        (the analyses' probe: one loop to compile instead of three). On TensorFlow, whose
+        Keras `scan` stacks one tensor per step, two passes."""
+        self._refuse_gate("transform gate")
+        x = self._prepare(x)
+        if keras.backend.backend() == "tensorflow":
+            y, inputs = self._scan(x, lambda x, h, t, c, y: x)
+            return inputs, self.transform_gates(x), y
+        y, (inputs, gates) = self._scan(
+            x, lambda x, h, t, c, y: (x, ops.ones_like(x) if t is None else t))
+        return inputs, gates, y
+
     def carry_gates(self, x):
         """C_i at each layer's input, `(depth, *x.shape)`: 1 - T when coupled (1 - z for
         "gru_gate"), ones for t_only and residual, zeros for plain. Refused for the other

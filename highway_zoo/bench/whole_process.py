@@ -10,20 +10,23 @@ directory each time) against the NumPy peer's whole process
 network, data and recipe, hand-written in NumPy). Every process is fresh and timed by the wall
 clock from before it starts to its exit (`driver.timed_process`); each repeat runs, in this
 order, `python -c pass` (the interpreter), `python -c "import keras"` on each backend (Keras's
-own import, with its backend's framework, and its exit), the NumPy script, and the command on
+own import, with its backend's framework; the process then ends without the interpreter's
+teardown, as `highway-zoo` does), the NumPy script, and the command on
 each backend; on JAX twice: with JAX's compilation cache warm (as `highway-zoo` keeps it, in a
 directory filled by one unmeasured one-epoch run first: a user's second run) and with an empty
 cache directory (a user's first run). Repeats are interleaved.
 
 Reported, medians over repeats: each process's wall time; each command's time over the NumPy
-script's of the same repeat; and what the command costs beyond Keras's own import (its time
-minus `import keras`'s on its backend in the same repeat), over the NumPy script's time: the
-start-up goal of issue 29 is at most 1x on the fastest backend, and at most 2x for JAX's first
-run. The breakdown: the phases each run's run.json records (`training.timeline`: interpreter,
-Keras's import, the other imports, data, build, compile (the first step), training,
-evaluation, the run's callbacks, the final files) and "exit" (the wall clock after the last
-record: run.json, the printed metrics, the interpreter's exit), from the repeat with the
-median wall time; the NumPy script's own phases the same way.
+script's of the same repeat; and what the command costs beyond Keras's own import, over the
+NumPy script's time, two ways: its time minus the "keras" phase it recorded itself (Keras's
+import in the same run: the start-up goal of issue 29 is this at most 1x on the fastest
+backend, and at most 2x for JAX's first run), and its time minus the `import keras` process's
+of the same repeat (a cross-check, noisier: two processes' variation). The breakdown: the
+phases each run's run.json records (`training.timeline`: interpreter, Keras's import, the
+other imports, data, build, compile (the first step), training, evaluation, the run's
+callbacks, the final files) and "exit" (the wall clock after the last record: run.json, the
+printed metrics, the interpreter's exit), from the repeat with the median wall time; the
+NumPy script's own phases the same way.
 """
 
 from __future__ import annotations
@@ -93,8 +96,9 @@ def measure(what: str, backend: str = "", depth: int = 30, epochs: int = 12,
     if what not in ("python", "import_keras"):
         raise ValueError(f"unknown process {what!r}; choose from python, import_keras, "
                          "numpy, train")
+    # No teardown after the import: a `highway-zoo` process ends without it (cli.run).
     wall, _ = driver.timed_process(
-        [sys.executable, "-c", "pass" if what == "python" else "import keras"],
+        [sys.executable, "-c", "pass" if what == "python" else "import os, keras; os._exit(0)"],
         {"KERAS_BACKEND": backend} if backend else None, timeout)
     return {"wall_s": wall}
 
@@ -138,26 +142,33 @@ def summarise(runs: dict[tuple[str, str], list[dict]]) -> list[dict]:
                 row["beyond_keras_s"] = statistics.median(beyond)
                 row["beyond_keras_vs_numpy"] = statistics.median(
                     b / n for b, n in zip(beyond, numpy))
+            imports = [run["timeline"].get("phases_s", {}).get("keras") for run in key_runs]
+            if None not in imports:  # Keras's import as the run itself recorded it
+                beyond = [w - k for w, k in zip(walls, imports)]
+                row["beyond_keras_in_run_s"] = statistics.median(beyond)
+                row["beyond_keras_in_run_vs_numpy"] = statistics.median(
+                    b / n for b, n in zip(beyond, numpy))
         rows.append(row)
     return rows
 
 
 def goals(rows: list[dict]) -> dict:
     """Issue 29's start-up goals from the rows: on the fastest backend (the shortest command
-    with a warm cache), beyond Keras's import at most 1x the NumPy script; JAX's first run
-    at most 2x."""
+    with a warm cache), beyond Keras's import (as the run recorded it) at most 1x the NumPy
+    script; JAX's first run at most 2x."""
+    key = "beyond_keras_in_run_vs_numpy"
     by = {(r["process"], r["backend"]): r for r in rows}
-    warm = [r for r in rows if r["process"] == "train" and "beyond_keras_vs_numpy" in r]
+    warm = [r for r in rows if r["process"] == "train" and key in r]
     out = {}
     if warm:
         fastest = min(warm, key=lambda r: r["wall_s"])
         out["fastest_backend"] = fastest["backend"]
-        out["fastest_beyond_keras_vs_numpy"] = fastest["beyond_keras_vs_numpy"]
-        out["fastest_met"] = fastest["beyond_keras_vs_numpy"] <= 1.0
+        out["fastest_beyond_keras_vs_numpy"] = fastest[key]
+        out["fastest_met"] = fastest[key] <= 1.0
     cold = by.get(("train_cold", "jax"))
-    if cold is not None and "beyond_keras_vs_numpy" in cold:
-        out["jax_first_run_beyond_keras_vs_numpy"] = cold["beyond_keras_vs_numpy"]
-        out["jax_first_run_met"] = cold["beyond_keras_vs_numpy"] <= 2.0
+    if cold is not None and key in cold:
+        out["jax_first_run_beyond_keras_vs_numpy"] = cold[key]
+        out["jax_first_run_met"] = cold[key] <= 2.0
     return out
 
 
@@ -165,13 +176,16 @@ def format_tables(rows: list[dict], goal: dict) -> str:
     def ratio(row, key):
         return f"{row[key]:.2f}x" if key in row else ""
 
+    def seconds(row, key):
+        return f"{row[key]:.2f}" if key in row else ""
+
     lines = [driver.table(
-        ["process", "wall (s)", "vs NumPy", "beyond import keras (s)", "beyond / NumPy",
-         "test acc"],
-        [":---", *["---:"] * 5],
+        ["process", "wall (s)", "vs NumPy", "beyond its Keras import (s)", "beyond / NumPy",
+         "beyond `import keras` (s)", "beyond / NumPy", "test acc"],
+        [":---", *["---:"] * 7],
         [[r["label"], f"{r['wall_s']:.2f}", ratio(r, "vs_numpy"),
-          f"{r['beyond_keras_s']:.2f}" if "beyond_keras_s" in r else "",
-          ratio(r, "beyond_keras_vs_numpy"),
+          seconds(r, "beyond_keras_in_run_s"), ratio(r, "beyond_keras_in_run_vs_numpy"),
+          seconds(r, "beyond_keras_s"), ratio(r, "beyond_keras_vs_numpy"),
           f"{r['test_accuracy']:.3f}" if "test_accuracy" in r else ""] for r in rows])]
     broken = [r for r in rows if "breakdown" in r]
     if broken:
@@ -182,7 +196,7 @@ def format_tables(rows: list[dict], goal: dict) -> str:
                                       else "" for p in PHASES),
                         f"{r['breakdown_wall_s']:.2f}"] for r in broken])]
     if "fastest_backend" in goal:
-        lines += ["", f"Goal, fastest backend ({goal['fastest_backend']}): beyond Keras's "
+        lines += ["", f"Goal, fastest backend ({goal['fastest_backend']}): beyond its Keras "
                   f"import {goal['fastest_beyond_keras_vs_numpy']:.2f}x the NumPy script "
                   f"(at most 1x: {'met' if goal['fastest_met'] else 'not met'})"]
     if "jax_first_run_met" in goal:

@@ -288,6 +288,8 @@ class GateProbe:
             inputs, {source.name: source.input for source, _ in self.sources}
         )
         self._compiled = {}  # on JAX: what -> (variables, the jitted function)
+        self._stack_names = {source.name for source, _ in self.sources
+                             if isinstance(source, HighwayStack)}
 
     @property
     def compiled(self) -> bool:
@@ -299,13 +301,15 @@ class GateProbe:
             return self._run_compiled(x, "io" if with_io else "gates")
         return self._trace(x, with_io, numpy)
 
-    def _run_compiled(self, x, what: str) -> dict[str, Any]:
+    def _run_compiled(self, x, what: str) -> Any:
         """On JAX, one compiled function of the weights and the batch. Run eagerly, each op
         is dispatched on its own and a stack's lax.scan is traced again at every call (a
         gate summary per epoch: 0.2 s each on 2 cores); compiled, a call costs milliseconds,
         and JAX's persistent cache keeps the compilation for the next process. The weights
         are arguments, not constants, so a later call sees the weights as they are then.
-        `what`: "gates", "io" or "first" (`gates_and_first`)."""
+        It returns each source's arrays as they come (a stack's `(depth, ...)` ones) and they
+        are split by layer in NumPy: a function with an output per layer took twice as long
+        to compile. `what`: "gates", "io" or "first" (`gates_and_first`)."""
         import jax
 
         if what not in self._compiled:
@@ -314,53 +318,77 @@ class GateProbe:
             def run(values, x):
                 with keras.StatelessScope(state_mapping=list(zip(variables, values))):
                     if what != "first":
-                        return self._trace(x, with_io=what == "io", numpy=False)
-                    io = self._trace(x, with_io=True, numpy=False)
-                    return ({name: t for name, (_, _, t) in io.items()},
-                            {name: (i[:1], o[:1], t[:1]) for name, (i, o, t) in io.items()})
+                        return self._source_values(x, with_io=what == "io")
+                    io = self._source_values(x, with_io=True)
+                    return ({name: v[1] if self._stacked(name) else v[2]
+                             for name, v in io.items()},
+                            {name: tuple(a[:, :1] if self._stacked(name) and k < 2 else a[:1]
+                                         for k, a in enumerate(v))
+                             for name, v in io.items()})
 
             self._compiled[what] = variables, jax.jit(run)
         variables, run = self._compiled[what]
-        out = run([v.value for v in variables], x)
-        return jax.tree_util.tree_map(np.asarray, out)
+        out = jax.tree_util.tree_map(np.asarray, run([v.value for v in variables], x))
+        if what != "first":
+            return self._per_layer(out, with_io=what == "io")
+        gates, first = out
+        return self._per_layer(gates, with_io=False), self._per_layer(first, with_io=True)
 
     def gates_and_first(self, x) -> tuple[dict[str, np.ndarray], dict[str, tuple]]:
         """`probe.gates(x)` and `probe(x[:1])`, as NumPy arrays: T of every layer on the batch,
         and the first example's inputs, outputs and T (a training run's gate summaries, and
-        its final Fig. 2 from the last of them). On JAX one compiled function gives both,
-        compiling in less than the two would (1.6 s against 2.0-2.3 s on 2 cores)."""
+        its final Fig. 2 from the last of them). On JAX one compiled function gives both."""
         if self.compiled:
             return self._run_compiled(x, "first")
         return self.gates(x, numpy=True), self(x[:1], numpy=True)
 
-    def _trace(self, x, with_io: bool, numpy: bool) -> dict[str, Any]:
-        def convert(value):
-            return keras.ops.convert_to_numpy(value) if numpy else value
+    def _stacked(self, name: str) -> bool:
+        return name in self._stack_names
 
-        if with_io:
+    def _source_values(self, x, with_io: bool) -> dict[str, Any]:
+        """Per source (a highway layer, or a `HighwayStack`): T, or with `with_io` its
+        `(input, output, T)`; a stack's as its `(depth, ...)` tensors, `(inputs, T, output)`."""
+        # A stack gives its layers' inputs, gates and output from one pass of its own: the
+        # net need not run through it (a net of stacks only), nor twice more for T.
+        if with_io and not self._stack_names >= {s.name for s, _ in self.sources}:
             results = self.net(x, training=False)
         else:
             results = {name: (value, None)
                        for name, value in self.inputs_net(x, training=False).items()}
+        values = {}
+        for source, _ in self.sources:
+            source_in, source_out = results[source.name]
+            if isinstance(source, HighwayStack):
+                values[source.name] = (source.layer_inputs_and_gates(source_in) if with_io
+                                       else source.transform_gates(source_in))
+            else:
+                t = source.transform_gate(source_in)
+                values[source.name] = (source_in, source_out, t) if with_io else t
+        return values
+
+    def _per_layer(self, values: dict[str, Any], with_io: bool) -> dict[str, Any]:
+        """`_source_values`, one entry per layer of `self.layers`."""
         out = {}
         for source, units in self.sources:
-            source_in, source_out = results[source.name]
+            value = values[source.name]
             if not isinstance(source, HighwayStack):
-                t = convert(source.transform_gate(source_in))
-                out[source.name] = ((convert(source_in), convert(source_out), t) if with_io
-                                    else t)
+                out[source.name] = value
                 continue
-            ts = convert(source.transform_gates(source_in))
-            if with_io:
-                ins, last = convert(source.layer_inputs(source_in)), convert(source_out)
             for unit in units:
                 i = unit.index
-                if with_io:
-                    output = ins[i + 1] if i + 1 < source.depth else last
-                    out[unit.name] = (ins[i], output, ts[i])
-                else:
-                    out[unit.name] = ts[i]
+                if not with_io:
+                    out[unit.name] = value[i]
+                    continue
+                ins, ts, last = value
+                output = ins[i + 1] if i + 1 < source.depth else last
+                out[unit.name] = (ins[i], output, ts[i])
         return out
+
+    def _trace(self, x, with_io: bool, numpy: bool) -> dict[str, Any]:
+        values = self._source_values(x, with_io)
+        if numpy:  # a stack's (depth, ...) tensors converted once each
+            values = keras.tree.map_structure(keras.ops.convert_to_numpy, values)
+        return self._per_layer(values, with_io)
 
     def __call__(self, x, *, numpy: bool = False) -> dict[str, tuple]:
         """`{name: (input, output, T)}` of every layer on the batch `x`."""
