@@ -233,6 +233,35 @@ def test_a_dropout_net_restored_trains_on_as_if_never_stopped(tmp_path):
         np.testing.assert_array_equal(got, want)
 
 
+def test_another_backends_checkpoint_is_restored_in_this_backends_dtypes(tmp_path):
+    """JAX keeps the iteration count in int32 and the seeds in uint32, TensorFlow both in
+    int64: a run resumed on another backend converts them (a float array where an integer
+    belongs is refused)."""
+    rng = np.random.default_rng(0)
+    trained = _dropout_net(8, seed=0)
+    trained.fit(rng.normal(size=(40, 6)), rng.integers(0, 3, 40), batch_size=8, verbose=0)
+    Checkpoints(tmp_path, steps_per_epoch=5).save(trained, 5)
+    path = tmp_path / "ckpt-000000005.npz"
+    with np.load(path) as saved:
+        arrays = {key: saved[key] for key in saved.files}
+    names = [str(n) for n in arrays["names"]]
+    as_jax = {**arrays, **{str(i): arrays[str(i)].astype(
+        np.uint32 if "seed" in name else np.int32)
+        for i, name in enumerate(names) if arrays[str(i)].dtype.kind in "iu"}}
+    assert sum(arrays[k].dtype != as_jax[k].dtype for k in arrays) == 2  # iteration, seed
+    np.savez(path, **as_jax)
+    (tmp_path / "checkpoint.json").write_text(json.dumps(  # its new sha256
+        {"file": path.name, "iterations": 5, "epoch": 1, "batch": 0}))
+    fresh = _dropout_net(8, seed=1)
+    Checkpoints(tmp_path, steps_per_epoch=5).restore(fresh, 5)
+    for got, want in zip(_values(fresh), _values(trained), strict=True):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    np.savez(path, **{**as_jax, names.index("optimizer/iteration").__str__(): np.float32(5)})
+    with pytest.raises(RunDirError, match=r"optimizer/iteration is float32\[\] there"):
+        Checkpoints(tmp_path, steps_per_epoch=5).restore(_dropout_net(8, seed=1), 5)
+
+
 def test_a_keras_checkpoint_of_an_earlier_version_is_still_restored(tmp_path):
     rng = np.random.default_rng(0)
     trained = _dropout_net(8, seed=0)

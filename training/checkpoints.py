@@ -159,9 +159,9 @@ def _state_arrays(model: keras.Model) -> dict[str, np.ndarray]:
 
 def _assign_state(model: keras.Model, path: Path) -> None:
     """Assigns a checkpoint's arrays to the model's and optimizer's variables in order, once
-    it has checked that they fit: as many, each of the same shape and dtype. (By order, as
-    Keras loads weights: Keras numbers the names of unnamed objects, random-seed generators
-    and optimizers among them, per process.)"""
+    it has checked that they fit: as many, each of the same shape and kind (floating point
+    or integer). (By order, as Keras loads weights: Keras numbers the names of unnamed
+    objects, random-seed generators and optimizers among them, per process.)"""
     variables, names = _state(model)
     with np.load(path, allow_pickle=False) as archive:
         stored = [str(name) for name in archive["names"]]
@@ -169,11 +169,18 @@ def _assign_state(model: keras.Model, path: Path) -> None:
     if len(arrays) != len(variables):
         raise ValueError(f"it holds {len(arrays)} variables, this model has {len(variables)}")
     for name, array, variable in zip(names, arrays, variables):
-        if array.shape != tuple(variable.shape) or array.dtype != np.dtype(variable.dtype):
+        if array.shape != tuple(variable.shape) or _kind(array.dtype) != _kind(variable.dtype):
             raise ValueError(f"{name} is {array.dtype}{list(array.shape)} there, "
                              f"{variable.dtype}{list(variable.shape)} in this model")
     for array, variable in zip(arrays, variables):
-        variable.assign(array)
+        variable.assign(array)  # in the variable's dtype: another backend's counts and seeds
+
+
+def _kind(dtype: Any) -> str:
+    """Floating point or integer: backends keep the iteration count and the random seeds in
+    integers of their own widths and signs (TensorFlow int64, JAX int32 and uint32), and a
+    run may resume on another backend."""
+    return "float" if np.dtype(dtype).kind == "f" else np.dtype(dtype).kind.replace("u", "i")
 
 
 def position_of(record: dict[str, Any]) -> str:

@@ -40,8 +40,8 @@ Keras's `keras.distribution` on JAX (`training.distribute`): its processes > 0 w
 `workers/<i>/` as multi-worker runs do. The run
 directory's `.weights.h5` loads on any backend, e.g. into a TensorFlow process that exports
 it (`highway-zoo export NAME --weights RUN_DIR`). A run resumed on another backend than it
-started on goes on (the checkpoint is a `.keras` file) but is not bit-identical to an
-uninterrupted one; the resume message says so.
+started on goes on (the checkpoint holds the variables' values, readable on any backend) but
+is not bit-identical to an uninterrupted one; the resume message says so.
 
 The pieces: `training.run_dir` (the directory: layout, lock, records, status),
 `training.checkpoints` (checkpoints and the run's monitoring callback),
