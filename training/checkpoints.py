@@ -164,8 +164,7 @@ def _assign_state(model: keras.Model, path: Path) -> None:
     objects, random-seed generators and optimizers among them, per process.)"""
     variables, names = _state(model)
     with np.load(path, allow_pickle=False) as archive:
-        stored = [str(name) for name in archive["names"]]
-        arrays = [archive[str(i)] for i in range(len(stored))]
+        arrays = [archive[str(i)] for i in range(len(archive["names"]))]
     if len(arrays) != len(variables):
         raise ValueError(f"it holds {len(arrays)} variables, this model has {len(variables)}")
     for name, array, variable in zip(names, arrays, variables):

@@ -290,6 +290,7 @@ class GateProbe:
         self._compiled = {}  # on JAX: what -> (variables, the jitted function)
         self._stack_names = {source.name for source, _ in self.sources
                              if isinstance(source, HighwayStack)}
+        self._stacks_only = len(self._stack_names) == len(self.sources)
 
     @property
     def compiled(self) -> bool:
@@ -319,12 +320,7 @@ class GateProbe:
                 with keras.StatelessScope(state_mapping=list(zip(variables, values))):
                     if what != "first":
                         return self._source_values(x, with_io=what == "io")
-                    io = self._source_values(x, with_io=True)
-                    return ({name: v[1] if self._stacked(name) else v[2]
-                             for name, v in io.items()},
-                            {name: tuple(a[:, :1] if self._stacked(name) and k < 2 else a[:1]
-                                         for k, a in enumerate(v))
-                             for name, v in io.items()})
+                    return self._gates_and_first_values(x)
 
             self._compiled[what] = variables, jax.jit(run)
         variables, run = self._compiled[what]
@@ -342,15 +338,24 @@ class GateProbe:
             return self._run_compiled(x, "first")
         return self.gates(x, numpy=True), self(x[:1], numpy=True)
 
-    def _stacked(self, name: str) -> bool:
-        return name in self._stack_names
+    def _gates_and_first_values(self, x) -> tuple[dict[str, Any], dict[str, tuple]]:
+        """`_source_values(x, with_io=True)` as T on the batch and the first example's values,
+        per source (a stack's still `(depth, ...)`)."""
+        gates, first = {}, {}
+        for name, value in self._source_values(x, with_io=True).items():
+            if name in self._stack_names:  # (depth, batch, ...) inputs and T; the output
+                inputs, t, output = value
+                gates[name], first[name] = t, (inputs[:, :1], t[:, :1], output[:1])
+            else:  # input, output, T
+                gates[name], first[name] = value[2], tuple(v[:1] for v in value)
+        return gates, first
 
     def _source_values(self, x, with_io: bool) -> dict[str, Any]:
         """Per source (a highway layer, or a `HighwayStack`): T, or with `with_io` its
         `(input, output, T)`; a stack's as its `(depth, ...)` tensors, `(inputs, T, output)`."""
         # A stack gives its layers' inputs, gates and output from one pass of its own: the
         # net need not run through it (a net of stacks only), nor twice more for T.
-        if with_io and not self._stack_names >= {s.name for s, _ in self.sources}:
+        if with_io and not self._stacks_only:
             results = self.net(x, training=False)
         else:
             results = {name: (value, None)

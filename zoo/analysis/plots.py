@@ -130,13 +130,13 @@ def fig2_rgb(stats, title: str = "") -> np.ndarray:
     rows, cols = np.shape(panels[0]["matrix"])
     cell = (max(1, min(12, _PANEL_HEIGHT // rows)), max(1, min(12, _PANEL_WIDTH // cols)))
     height, width = rows * cell[0], cols * cell[1]
-    left, top, gap = _LEFT, _TOP, _GAP
-    canvas = Image.new("RGB", (left + 4 * (width + gap), top + height + 40), "white")
+    left, top = _LEFT, _TOP
+    canvas = Image.new("RGB", (left + 4 * (width + _GAP), top + height + 40), "white")
     draw = ImageDraw.Draw(canvas)
     draw.text((left, 6), (title + ": " if title else "") + "gates and block outputs",
               fill="black", font=font)
     for i, panel in enumerate(panels):
-        x = left + i * (width + gap)
+        x = left + i * (width + _GAP)
         vmin = 0.0 if panel["vmin"] is None else float(panel["vmin"])
         vmax = 1.0 if panel["vmax"] is None else float(panel["vmax"])
         canvas.paste(Image.fromarray(heatmap_rgb(panel["matrix"], vmin, vmax, panel["cmap"],
