@@ -162,3 +162,25 @@ def test_a_training_command_prints_no_tensorflow_chatter(tmp_path):
     assert printed["run_dir"] == str(tmp_path / "run")
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "finished"
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_the_fast_exit_waits_only_for_threads_the_interpreter_would_wait_for():
+    """`highway_zoo.cli.run` skips the teardown unless a non-daemon thread still runs: a
+    daemon (`training.compile_ahead`'s compiling thread) does not hold the exit up."""
+    import threading
+
+    from highway_zoo.cli import threads_to_wait_for
+
+    release = threading.Event()
+    daemon = threading.Thread(target=release.wait, daemon=True)
+    other = threading.Thread(target=release.wait)
+    daemon.start()
+    try:
+        assert daemon not in threads_to_wait_for()
+        other.start()
+        assert other in threads_to_wait_for()
+    finally:
+        release.set()
+        daemon.join()
+        other.join()
+    assert other not in threads_to_wait_for()

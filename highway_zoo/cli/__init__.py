@@ -179,16 +179,23 @@ def _message(err: Exception) -> str:
     return _one_line(err)
 
 
+def threads_to_wait_for() -> list[threading.Thread]:
+    """The running threads but the main one that the interpreter waits for at its exit: those
+    that are not daemons."""
+    return [t for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon]
+
+
 def run() -> None:
     """The process's entry point (`highway-zoo`, `python -m highway_zoo`): `main()`, then
     the exit. Once a command that imported Keras has finished, every file it wrote is complete
     and closed, and the interpreter's teardown of Keras's and its backend's objects and modules
     is all that is left: 0.9-1.4 s of a training run's wall time (bench.whole_process, the
     "exit" phase). So the process flushes its output, runs the atexit handlers (temporary
-    directories, JAX's own clean-up) and ends there, unless a thread of its own is still
-    running (the interpreter would wait for it)."""
+    directories, JAX's own clean-up) and ends there, unless a thread the interpreter would wait
+    for is still running (a daemon thread, such as `training.compile_ahead`'s, it would not)."""
     code = main()
-    if "keras" in sys.modules and threading.active_count() == 1:
+    if "keras" in sys.modules and not threads_to_wait_for():
         import atexit
         import logging
 
