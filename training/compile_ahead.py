@@ -42,8 +42,9 @@ def one_per_shape(batches: Sequence[Any], but: Any = None) -> list[Any]:
     seen = set() if but is None else {_shapes(but)}
     kept = []
     for batch in batches:
-        if _shapes(batch) not in seen:
-            seen.add(_shapes(batch))
+        shapes = _shapes(batch)
+        if shapes not in seen:
+            seen.add(shapes)
             kept.append(batch)
     return kept
 
