@@ -97,3 +97,21 @@ def test_it_does_nothing_on_tensorflow():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile("sgd", "mse")
     assert keras.backend.backend() == "tensorflow" and not compile_ahead.applies(model)
+
+
+def test_for_data_takes_the_ends_of_each_split_and_leaves_out_empty_ones():
+    from training.data.images import Examples
+    from training.pipeline import ExampleBatches
+
+    def batches(n, size):
+        return ExampleBatches(Examples(np.zeros((n, 2, 2, 1), np.uint8), np.zeros(n, np.int64)),
+                              size)
+
+    ahead = compile_ahead.CompileAhead.for_data(batches(10, 4), batches(10, 4), batches(6, 3))
+    assert [b[0].shape[0] for b in ahead.train_batches] == [2]  # 4, 4, 2: the first is done
+    assert [b[0].shape[0] for b in ahead.test_batches] == [3]  # 3, 3: one shape
+    resumed_at_the_last = ExampleBatches(batches(10, 4).examples, 4, skip_batches=2)  # 2
+    ahead = compile_ahead.CompileAhead.for_data(resumed_at_the_last, batches(10, 4),
+                                                batches(0, 3))
+    assert [b[0].shape[0] for b in ahead.train_batches] == [4]
+    assert ahead.test_batches == []

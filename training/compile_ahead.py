@@ -79,9 +79,10 @@ class CompileAhead(keras.callbacks.Callback):
         `epoch` and which is evaluated on `test`: the steps of the shapes of `epoch`'s first
         and last batch but `first_fit`'s first, and of `test`'s first and last batch."""
         def ends(batches):
-            return [batches[0], batches[len(batches) - 1]]
+            return [batches[0], batches[len(batches) - 1]] if len(batches) else []
 
-        return cls(one_per_shape(ends(epoch), but=first_fit[0]), one_per_shape(ends(test)))
+        first = first_fit[0] if len(first_fit) else None
+        return cls(one_per_shape(ends(epoch), but=first), one_per_shape(ends(test)))
 
     def on_train_begin(self, logs=None):
         if self.thread is not None or not applies(self.model):  # the first fit only
