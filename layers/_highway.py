@@ -263,17 +263,28 @@ class HighwayArguments:
                 "(or build it) first."
             )
 
-    def _bias_slice(self, branch):
-        """The `branch` gate's slice of `bias`'s last axis (one per layer for a stack)."""
+    def bias_columns(self, branch):
+        """Where gate `branch`'s bias ("t": the transform gate, "c": the carry gate) lies on
+        the last axis of `bias` (which holds the learned branches side by side): a `slice`,
+        or None for a gate the variant does not learn. Reading `bias` as NumPy and slicing it
+        there gives b_T without a backend op (on JAX each new eager op is a compilation)."""
         if branch not in self._learned:
             return None
         self._require_built()
-        *leading, fused = self.bias.shape
-        width = fused // len(self._learned)
+        width = self.bias.shape[-1] // len(self._learned)
         start = self._learned.index(branch) * width
+        return slice(start, start + width)
+
+    def _bias_slice(self, branch):
+        """The `branch` gate's slice of `bias`'s last axis (one per layer for a stack)."""
+        columns = self.bias_columns(branch)
+        if columns is None:
+            return None
+        leading = self.bias.shape[:-1]
         # (A tensor, not the variable: JAX's and PyTorch's slicing take no Keras variable.)
         bias = ops.convert_to_tensor(self.bias)
-        return ops.slice(bias, (0,) * len(leading) + (start,), (*leading, width))
+        return ops.slice(bias, (0,) * len(leading) + (columns.start,),
+                         (*leading, columns.stop - columns.start))
 
     @property
     def transform_bias(self):

@@ -587,3 +587,38 @@ def test_the_gate_probe_compiled_on_jax_gives_the_eager_values_of_the_current_we
             assert out["first_" + tag].shape[1] == 1  # the first example only
             np.testing.assert_allclose(out["first_" + tag], out["first_eager_" + tag], atol=1e-5)
         assert np.abs(out[f"compiled_{stacked}_1"] - out[f"compiled_{stacked}_0"]).max() > 1e-2
+
+
+@pytest.mark.parametrize("variant", ["coupled", "full", "c_only", "t_only", "residual",
+                                     "gru_gate"])
+def test_transform_biases_sliced_in_numpy_equal_each_layers_own_b_t(variant):
+    """`transform_biases` slices b_T out of a fused `bias` in NumPy (`bias_columns`); the
+    layers' `transform_bias` (a backend slice; -b_g for gru_gate) is the reference, with every
+    bias entry distinct so a wrong column range shows."""
+    from layers import ALL_VARIANTS
+    from zoo.analysis.gates import highway_layers, transform_biases
+
+    assert variant in ALL_VARIANTS
+    inputs = keras.Input((6, 6, 4))
+    x = HighwayConv2D(3, variant=variant, name="hw_conv")(inputs)
+    x = keras.layers.Flatten()(x)
+    x = keras.layers.Dense(5)(x)
+    x = HighwayDense(variant=variant, name="hw_dense")(x)
+    x = HighwayStack(3, variant=variant, name="hw_stack")(x)
+    model = keras.Model(inputs, x)
+    rng = np.random.default_rng(0)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32"))
+    layers = highway_layers(model)
+    assert len(layers) == 5  # the conv, the dense and the stack's three
+    for layer, got in zip(layers, transform_biases(layers), strict=True):
+        if layer.transform_bias is None:
+            assert np.isnan(got).all()
+        else:
+            np.testing.assert_array_equal(got, keras.ops.convert_to_numpy(layer.transform_bias))
+    stack = model.get_layer("hw_stack")
+    columns = [stack.bias_columns(b) for b in ("t", "c")]
+    learned = [c for c in columns if c is not None]
+    # The gates' columns are disjoint, each one layer's width, after H's.
+    assert all(c.stop - c.start == 5 and c.start >= 5 for c in learned)
+    assert len({c.start for c in learned}) == len(learned)

@@ -410,6 +410,17 @@ def per_unit(values, channel_axis: int = -1) -> np.ndarray:
     return values.mean(axis=tuple(range(1, values.ndim - 1))) if values.ndim > 2 else values
 
 
+def _transform_bias_numpy(layer) -> np.ndarray | None:
+    """`layer.transform_bias` as NumPy. Where b_T is columns of the layer's fused `bias`, they
+    are sliced in NumPy: on JAX an eager slice is one more compilation (0.4-1 s of a first
+    training run, where it comes beside the train step's)."""
+    if getattr(layer, "variant", None) != "gru_gate" and hasattr(layer, "bias_columns"):
+        columns = layer.bias_columns("t")
+        return None if columns is None else keras.ops.convert_to_numpy(layer.bias)[..., columns]
+    bias = layer.transform_bias
+    return None if bias is None else keras.ops.convert_to_numpy(bias)
+
+
 def transform_biases(layers: list) -> list[np.ndarray]:
     """Each layer's b_T as NumPy (NaN for variants without a transform gate: T is the
     constant 1), reading each stack's `(depth, d)` b_T once."""
@@ -419,17 +430,13 @@ def transform_biases(layers: list) -> list[np.ndarray]:
         if isinstance(layer, StackedLayer):
             key = id(layer.stack)
             if key not in stacked:
-                bias = layer.stack.transform_bias
-                stacked[key] = None if bias is None else keras.ops.convert_to_numpy(bias)
+                stacked[key] = _transform_bias_numpy(layer.stack)
             bias = stacked[key]
             result.append(np.full(layer.width, np.nan, np.float32) if bias is None
                           else bias[layer.index])
             continue
-        bias = layer.transform_bias
-        if bias is None:
-            result.append(np.full(width_of(layer), np.nan, np.float32))
-        else:
-            result.append(keras.ops.convert_to_numpy(bias))
+        bias = _transform_bias_numpy(layer)
+        result.append(np.full(width_of(layer), np.nan, np.float32) if bias is None else bias)
     return result
 
 
