@@ -183,6 +183,9 @@ def format_tables(rows: list[dict], goal: dict) -> str:
     def seconds(row, key):
         return f"{row[key]:.2f}" if key in row else ""
 
+    def spread(low_high):
+        return f"repeats {low_high[0]:.2f}-{low_high[1]:.2f}x"
+
     lines = [driver.table(
         ["process", "wall (s)", "vs NumPy", "beyond its Keras import (s)", "beyond / NumPy",
          "beyond `import keras` (s)", "beyond / NumPy", "test acc"],
@@ -199,9 +202,6 @@ def format_tables(rows: list[dict], goal: dict) -> str:
                       [[r["label"], *(f"{r['breakdown'][p]:.2f}" if p in r["breakdown"]
                                       else "" for p in PHASES),
                         f"{r['breakdown_wall_s']:.2f}"] for r in broken])]
-    def spread(low_high):
-        return f"repeats {low_high[0]:.2f}-{low_high[1]:.2f}x"
-
     if "fastest_backend" in goal:
         lines += ["", f"Goal, fastest backend ({goal['fastest_backend']}): beyond its Keras "
                   f"import {goal['fastest_beyond_keras_vs_numpy']:.2f}x the NumPy script "

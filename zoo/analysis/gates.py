@@ -411,12 +411,13 @@ def per_unit(values, channel_axis: int = -1) -> np.ndarray:
 
 
 def _transform_bias_numpy(layer) -> np.ndarray | None:
-    """`layer.transform_bias` as NumPy. Where b_T is columns of the layer's fused `bias`, they
-    are sliced in NumPy: on JAX an eager slice is one more compilation (0.4-1 s of a first
-    training run, where it comes beside the train step's)."""
-    if getattr(layer, "variant", None) != "gru_gate" and hasattr(layer, "bias_columns"):
-        columns = layer.bias_columns("t")
-        return None if columns is None else keras.ops.convert_to_numpy(layer.bias)[..., columns]
+    """`layer.transform_bias` as NumPy. Where b_T is columns of the layer's fused `bias`
+    (`bias_columns`), they are sliced in NumPy: on JAX an eager slice is one more compilation
+    (0.4-1 s of a first training run, where it comes beside the train step's). Elsewhere (a
+    gru_gate's -b_g, a BN block's, no T at all) the layer's own `transform_bias`."""
+    columns = layer.bias_columns("t") if hasattr(layer, "bias_columns") else None
+    if columns is not None:
+        return keras.ops.convert_to_numpy(layer.bias)[..., columns]
     bias = layer.transform_bias
     return None if bias is None else keras.ops.convert_to_numpy(bias)
 
