@@ -184,3 +184,43 @@ def test_the_fast_exit_waits_only_for_threads_the_interpreter_would_wait_for():
         daemon.join()
         other.join()
     assert other not in threads_to_wait_for()
+
+
+# `highway-zoo train` with a name that is not registered: it fails (exit status 2) after
+# importing Keras, which is all this looks at.
+GC_AROUND_THE_IMPORT = """
+import gc, json, sys
+import highway_zoo.cli as cli
+seen = {}
+import_backend = cli.import_backend_quietly
+def spy():
+    seen["collecting"] = gc.isenabled()
+    import_backend()
+cli.import_backend_quietly = spy
+caller, command = sys.argv[1], sys.argv[2:]
+sys.argv = ["highway-zoo", *command]
+code = cli.main() if caller == "process" else cli.main(command)
+print(json.dumps({"code": code, "collecting_during_import": seen["collecting"],
+                  "collecting_after": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+@pytest.mark.parametrize("caller", ["process", "library"])
+def test_the_process_imports_keras_with_no_collections_and_freezes_what_it_imported(caller):
+    """A process running one command (`main()` with no argv) imports Keras and its backend
+    with the cyclic garbage collector off, then freezes what the import made (no later full
+    collection walks it) and collects again; a library caller's `main(argv)` leaves the
+    collector alone."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-c", GC_AROUND_THE_IMPORT, caller, "train",
+                           "no_such_net"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["code"] == 2 and "no_such_net" in proc.stderr
+    assert result["collecting_after"]
+    if caller == "process":
+        assert not result["collecting_during_import"]
+        assert result["frozen"] > 100_000  # Keras's and its backend's objects
+    else:
+        assert result["collecting_during_import"]
+        assert result["frozen"] == 0
