@@ -280,11 +280,8 @@ class HighwayArguments:
         columns = self.bias_columns(branch)
         if columns is None:
             return None
-        leading = self.bias.shape[:-1]
         # (A tensor, not the variable: JAX's and PyTorch's slicing take no Keras variable.)
-        bias = ops.convert_to_tensor(self.bias)
-        return ops.slice(bias, (0,) * len(leading) + (columns.start,),
-                         (*leading, columns.stop - columns.start))
+        return ops.convert_to_tensor(self.bias)[..., columns]
 
     @property
     def transform_bias(self):
