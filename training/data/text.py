@@ -243,7 +243,8 @@ def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = N
         directory: holds `ptb.{train,valid,test}.txt` or `{train,valid,test}.txt`.
         max_word_length: characters per token, start and end included; a longer token is an
             error. Default: the longest token of the three splits + 2.
-        name: the corpus's name; default the directory's name.
+        name: the corpus's name; default the one its corpus.json records (`highway-zoo
+            prepare-text` writes it), else the directory's name.
         vocabulary: `{"words": [...], "chars": [...]}`, a trained model's (its run's
             model.json): the text is read with those ids, to go on training that model (a
             word it lacks is `<unk>`; a character it lacks is an error). Default: the
@@ -266,7 +267,7 @@ def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = N
         chars = character_vocabulary(lines)
     char_ids = {c: i for i, c in enumerate(chars) if i > END}
     return Corpus(
-        name=name or Path(directory).resolve().name,
+        name=name or _recorded_name(directory) or Path(directory).resolve().name,
         directory=str(directory),
         words=tuple(word_ids),
         chars=chars,
@@ -274,6 +275,17 @@ def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = N
         **{split: _encode(split_lines, word_ids, char_ids, max_word_length)
            for split, split_lines in lines.items()},
     )
+
+
+def _recorded_name(directory: str | os.PathLike) -> str | None:
+    """The name in the directory's corpus.json, if it has a readable one."""
+    import json
+
+    try:
+        name = json.loads((Path(directory) / "corpus.json").read_text(encoding="utf-8"))["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) and name else None
 
 
 def _given_vocabulary(vocabulary: dict[str, list[str]], lines: dict[str, list[list[str]]],

@@ -158,6 +158,7 @@ def lm_variants_study(
             earlier run of the study with the same settings, which resumes.
         isolate: train each net in its own process.
     """
+    from training.data.corpora import corpus_identity
     from training.data.text import load_corpus
 
     info = zoo.describe(model)
@@ -179,7 +180,7 @@ def lm_variants_study(
                      "train_tokens": int(text.train.words.size),
                      "valid_tokens": int(text.valid.words.size),
                      "test_tokens": int(text.test.words.size), "words": len(text.words),
-                     "chars": len(text.chars)}
+                     "chars": len(text.chars), **corpus_identity(corpus)}
     if max_train_tokens is not None and (not isinstance(max_train_tokens, int)
                                          or max_train_tokens < 1):
         raise ValueError(f"max_train_tokens must be a positive integer. "
