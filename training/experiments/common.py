@@ -198,6 +198,26 @@ def train_in_child(job: dict[str, Any]) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def code_version() -> dict[str, Any]:
+    """The code a study runs: the package version and, in a git checkout, its commit and
+    whether files differ from it (a study resumes only on the code it started with)."""
+    import subprocess
+
+    import highway_zoo
+
+    root = Path(highway_zoo.__file__).resolve().parent.parent
+    version: dict[str, Any] = {"version": highway_zoo.__version__}
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True,
+                                capture_output=True, text=True).stdout.strip()
+        changed = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                  "--untracked-files=no"], check=True, capture_output=True,
+                                 text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):  # an installed wheel: no checkout
+        return version
+    return {**version, "commit": commit, "uncommitted_changes": bool(changed)}
+
+
 def claim_study_dir(path: str | os.PathLike, settings: dict[str, Any]) -> Path:
     """`path` for a study's output: new or empty (claimed, with `settings` in study.json), or
     the directory of an earlier run of the study with the same settings (resumed).

@@ -34,7 +34,13 @@ import numpy as np
 import zoo
 from layers.variants import ALL_VARIANTS, GATED_SKIPS
 from layers.variants import parameter_count as layer_parameters
-from training.experiments.common import _stats, claim_study_dir, load_mergeable, run_jobs
+from training.experiments.common import (
+    _stats,
+    claim_study_dir,
+    code_version,
+    load_mergeable,
+    run_jobs,
+)
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import default_dir
 from zoo.files import save_figure, write_text
@@ -187,6 +193,7 @@ def lm_variants_study(
                          f"Received: {max_train_tokens!r}")
     settings = {"model": model, "variants": list(variants), "seeds": seed_list,
                 "recipe": recipe_, "max_train_tokens": max_train_tokens,
+                "code": code_version(),
                 "residual_rule": "Residual with twice the model's highway layers (Greff et "
                                  "al.: four for Large's two)"}
     if set(variants) & set(GATED_SKIPS):
