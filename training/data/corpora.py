@@ -348,11 +348,13 @@ def prepare_ptb(source: str | os.PathLike, out: str | os.PathLike, *,
                                   "ptb.test.txt (simple-examples/data/ of his archive).")
     files = _ptb_files(source, SPLITS)
     if "train" not in files:
-        _say(progress, f"note: {source} holds no ptb.train.txt: preparing ptb_valid_test, the "
+        record = prepare_ptb_valid_test(source, out, max_word_length=max_word_length,
+                                        progress=progress)
+        # Said after the work: bad input stays one line.
+        _say(progress, f"note: {source} holds no ptb.train.txt: prepared ptb_valid_test, the "
                        "small corpus from ptb.valid.txt and ptb.test.txt (not PTB's "
                        "perplexities)")
-        return prepare_ptb_valid_test(source, out, max_word_length=max_word_length,
-                                      progress=progress)
+        return record
     missing = [s for s in SPLITS if s not in files]
     if missing:
         raise CorpusNotFoundError(
