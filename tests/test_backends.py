@@ -495,3 +495,61 @@ def test_char_lm_forward_and_a_train_step_match_tensorflow(backend, tensorflow_c
     assert np.abs(expected["after"] - expected["logits"]).max() > 1e-3  # the step did something
     for key in ("logits", "loss", "after"):
         assert_close(out[key], expected[key], f"{backend} char LM {key}")
+
+
+_CARRIED_STATES = """
+import keras
+import numpy as np
+import zoo
+from zoo.char_lm import set_trained_weights, trained_weights
+args = dict(lstm_units=8, classes=50, input_shape=(None, 9), dropout=0.0)
+x, y = IN["x"], IN["y"]
+stateful = zoo.load("lstm_char_small_ptb", stateful=True, batch_size=1, **args)
+stateless = zoo.load("lstm_char_small_ptb", **args)
+# Weights large enough for the states to matter (Kim's +-0.05 start barely uses them).
+rng = np.random.default_rng(1)
+set_trained_weights(stateful, [rng.normal(0, 0.5, w.shape) for w in trained_weights(stateful)])
+set_trained_weights(stateless, trained_weights(stateful))
+OUT["whole"] = keras.ops.convert_to_numpy(stateless(x))
+OUT["halves"] = np.concatenate([keras.ops.convert_to_numpy(stateless(x[:, :10])),
+                                keras.ops.convert_to_numpy(stateless(x[:, 10:]))], axis=1)
+OUT["chunks"] = np.concatenate([stateful.predict_on_batch(x[:, :10]),
+                                stateful.predict_on_batch(x[:, 10:])], axis=1)
+stateful.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                 optimizer=keras.optimizers.SGD(0.0))
+for layer in stateful.layers:
+    if getattr(layer, "stateful", False):
+        layer.reset_state()
+two_batches = (np.concatenate([x[:, :10], x[:, 10:]]), np.concatenate([y[:, :10], y[:, 10:]]))
+OUT["fit"] = stateful.fit(*two_batches, batch_size=1, shuffle=False, verbose=0
+                          ).history["loss"][-1]
+for layer in stateful.layers:
+    if getattr(layer, "stateful", False):
+        layer.reset_state()
+OUT["evaluate"] = stateful.evaluate(*two_batches, batch_size=1, verbose=0)
+"""
+
+
+@pytest.mark.parametrize("backend", ("tensorflow", *OTHER_BACKENDS))
+def test_language_model_states_carry_from_batch_to_batch(backend, tmp_path):
+    """Kim's training reads a text in contiguous batches, each continuing the last from its
+    states. keras.layers.LSTM(stateful=True) does not carry them on JAX (its states are
+    constants of JAX's traced steps: every batch starts from zeros); the zoo's stateful LSTM
+    (layers.CarriedStateLSTM) does on every backend: a text fed in two batches through
+    predict, fit (learning rate 0) and evaluate gives what a stateless net gives on it whole."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(3, 51, (1, 20, 9)).astype("int32")
+    y = rng.integers(0, 50, (1, 20)).astype("int32")
+    out = run_on_backend(backend, _CARRIED_STATES, tmp_path, x=x, y=y)
+    np.testing.assert_allclose(out["chunks"], out["whole"], atol=1e-5)
+
+    def loss(logits):
+        logits = logits[0].astype(np.float64)
+        top = logits.max(-1, keepdims=True)
+        log_probs = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+        return -log_probs[np.arange(20), y[0]].mean()
+
+    carried, restarted = loss(out["whole"]), loss(out["halves"])
+    assert abs(carried - restarted) > 1e-3 * carried  # the check can tell them apart
+    assert float(out["fit"]) == pytest.approx(carried, rel=1e-5)
+    assert float(out["evaluate"]) == pytest.approx(carried, rel=1e-5)

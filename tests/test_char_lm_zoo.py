@@ -22,6 +22,7 @@ import zoo
 from highway_zoo.cli import main
 from training.data.text import EOS, UNK, load_corpus
 from training.language_model import train_lm
+from zoo.char_lm import trained_weights
 
 TINY = {"lstm_units": 8}
 QUICK = {"batch_size": 4, "bptt_steps": 8, "lr_plateau_decay": None}
@@ -124,7 +125,7 @@ def test_fine_tuning_goes_on_from_the_run_on_another_text(run, corpus, tmp_path)
     assert settings.corpus.words == tuple(base.vocabulary["words"])
     start = _compiled(settings)
     assert [layer.stateful for layer in start.layers if "lstm" in layer.name] == [True, True]
-    for a, b in zip(start.get_weights(), base.get_weights(), strict=True):
+    for a, b in zip(trained_weights(start), base.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
 
     out = tmp_path / "tuned"
@@ -277,3 +278,59 @@ def test_the_saved_model_needs_no_project_code(exported, tmp_path):
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+
+
+# --- generation ---------------------------------------------------------------------------
+
+
+def test_greedy_generation_is_the_argmax_of_the_words_signature(run, exported):
+    """Each greedy word is the saved model's most probable next word after the sentence start
+    (<eos>), the prompt and the words written so far: the states carried step by step give what
+    the signature computes on the whole text."""
+    _, loaded = exported
+    model = zoo.load(str(run))
+    text = model.generate("a big", max_length=8, stop_token=None)
+    words = text.split()
+    assert words[:2] == ["a", "big"] and len(words) == 8
+    fn = loaded.signatures["serving_default"]
+    for i in range(2, 8):
+        top = fn(words=tf.constant([[EOS, *words[:i]]]))["top_words"].numpy()[0, -1, 0]
+        assert top.decode() == words[i], (i, words)
+
+
+def test_top_k_sampling_is_reproducible_for_a_seed_and_draws_from_the_top_k(run):
+    model = zoo.load(str(run))
+    write = {"max_length": 12, "sampler": "top_k", "stop_token": None}
+    texts = {seed: model.generate("some old", k=5, seed=seed, **write) for seed in range(4)}
+    assert model.generate("some old", k=5, seed=2, **write) == texts[2]
+    assert len(set(texts.values())) > 1  # the seed draws
+    # k=1 leaves one candidate: the greedy text.
+    assert model.generate("some old", k=1, seed=9, **write) == \
+        model.generate("some old", max_length=12, stop_token=None)
+    # A batch of prompts: a text per prompt, one seeded stream drawn in order.
+    assert model.generate(["a", "some"], k=5, seed=3, **write) == [
+        model.generate(["a", "some"], k=5, seed=3, **write)[0],
+        model.generate(["a", "some"], k=5, seed=3, **write)[1]]
+
+
+def test_generation_stops_where_the_net_writes_the_stop_token(run):
+    model = zoo.load(str(run))
+    words = model.generate("a big", max_length=10, stop_token=None).split()
+    stop = words[4]  # the third word written
+    before = words[:words.index(stop, 2)]
+    assert model.generate("a big", max_length=10, stop_token=stop) == " ".join(before)
+    assert model.generate("a big cat", max_length=2) == "a big cat"  # at least the prompt
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"sampler": "beam"}, "sampler must be one of greedy, top_k"),
+    ({"max_length": 0}, "max_length must be a positive integer"),
+    ({"sampler": "top_k", "k": 0}, "k must be a positive integer"),
+    ({"stop_token": "zebra"}, "stop_token 'zebra' is not a word of this model"),
+])
+def test_generation_refuses_bad_arguments_in_one_line(run, bad, message):
+    model = zoo.load(str(run))
+    with pytest.raises(ValueError, match=message):
+        model.generate("a big", **bad)
+    with pytest.raises(ValueError, match="has no vocabulary"):
+        zoo.load(SMALL, **TINY).generate("a big")

@@ -12,8 +12,6 @@ import pytest
 from training.data.text import (
     END,
     EOS,
-    PAD,
-    START,
     UNK,
     CorpusFileError,
     CorpusNotFoundError,
@@ -22,6 +20,7 @@ from training.data.text import (
     bptt_layout,
     load_corpus,
 )
+from zoo.char_lm import PAD, START
 
 
 def write_corpus(directory: Path, train: str, valid: str, test: str, prefix: str = "") -> Path:

@@ -45,6 +45,7 @@ from training.data.text import Corpus, bptt_batches, load_corpus
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import FINISHED, NON_FINITE, RUNNING, RunDir
 from training.summaries import EventWriter
+from zoo.char_lm import set_trained_weights, trained_weights
 from zoo.files import atomic_path, write_text
 
 tensorflow_on_demand.install()
@@ -309,7 +310,7 @@ def stream_loss(settings: LanguageModelSettings, weights: list[np.ndarray],
     (main.lua, `eval_split(3)`): from the text's start, states carried through it all, every
     token after the first predicted, by the net of the last epoch (no truncation into rows)."""
     model = zoo.load(settings.name, stateful=True, batch_size=1, **settings.overrides)
-    model.set_weights(weights)
+    set_trained_weights(model, weights)
     text = settings.corpus.split(split)
     probabilities = settings.overrides.get("classifier_activation") == "softmax"
     total, count = 0.0, len(text.words) - 1
@@ -441,7 +442,7 @@ def _train_in(settings: LanguageModelSettings, run_dir: RunDir, previous: dict |
                   f"{entry['learning_rate']:g}, {entry['tokens_per_second']:,.0f} tokens/s",
                   flush=True)
 
-    test_loss = stream_loss(settings, model.get_weights())
+    test_loss = stream_loss(settings, trained_weights(model))
     last = history[-1]
     metrics = {
         "test_perplexity": perplexity(test_loss), "test_loss": test_loss,
@@ -455,7 +456,7 @@ def _train_in(settings: LanguageModelSettings, run_dir: RunDir, previous: dict |
                  "metrics.json"):
         (run_dir.path / name).unlink(missing_ok=True)  # of this run, killed finishing
     stateless = zoo.load(settings.name, **settings.overrides)
-    stateless.set_weights(model.get_weights())
+    set_trained_weights(stateless, trained_weights(model))
     corpus = settings.corpus
     zoo.save(stateless, run_dir.path, metrics=metrics, extra={
         "vocabulary": {"words": list(corpus.words), "chars": list(corpus.chars)}},

@@ -33,6 +33,38 @@ PAD_CHAR, START_CHAR, END_CHAR = " ", "{", "}"
 # Single characters that spell the two special tokens for the character CNN (Kim's tokens).
 EOS_CHAR, UNK_CHAR = "+", "|"
 
+def spelling(word: str) -> str:
+    """The characters that spell `word` for the character CNN (Kim's single-character tokens
+    for `<eos>` and `<unk>`)."""
+    if word == EOS:
+        return EOS_CHAR
+    if word == UNK:
+        return UNK_CHAR
+    return word
+
+
+def spell(word: str, char_ids: dict[str, int], width: int):
+    """The character ids of one word: START, its characters, END, then PAD (int32 [width]).
+    `char_ids`: character -> id (ids from 3 on). A longer word, or a character without an
+    id, is a ValueError that names it."""
+    import numpy as np
+
+    letters = spelling(word)
+    if len(letters) + 2 > width:
+        raise ValueError(
+            f"The word {word[:40]!r} has {len(letters)} characters; at most {width - 2} fit "
+            f"(max_word_length {width}, start and end included).")
+    ids = np.full(width, PAD, np.int32)
+    ids[0] = START
+    try:
+        ids[1:len(letters) + 1] = [char_ids[c] for c in letters]
+    except KeyError as err:
+        raise ValueError(f"The character {err.args[0]!r} of {word!r} is not in this "
+                         "model's character vocabulary.") from None
+    ids[len(letters) + 1] = END
+    return ids
+
+
 CHAR_LM_OVERRIDES = (
     "input_shape", "char_vocab_size", "variant", "highway_layers", "transform_bias",
     "dropout", "lstm_units", "stateful", "batch_size", "classes", "classifier_activation",
@@ -84,7 +116,7 @@ def char_lm(
     """
     import keras
 
-    from layers import CharCNNEmbedder
+    from layers import CarriedStateLSTM, CharCNNEmbedder
 
     steps, max_word_length = _check_shape(input_shape)
     if pooling is not None:
@@ -112,8 +144,10 @@ def char_lm(
     for i in range(1, lstm_layers + 1):
         if i > 1:  # Kim: dropout on each LSTM's input but the first's, and before the softmax
             x = keras.layers.Dropout(dropout, name=f"dropout_{i - 1}")(x)
-        x = keras.layers.LSTM(
-            lstm_units, return_sequences=True, stateful=stateful, unit_forget_bias=False,
+        # Stateful: states carried on every backend (keras.layers.LSTM's are not on JAX).
+        lstm = CarriedStateLSTM if stateful else keras.layers.LSTM
+        x = lstm(
+            lstm_units, return_sequences=True, unit_forget_bias=False,
             kernel_initializer=_uniform(init_scale),
             recurrent_initializer=_uniform(init_scale), bias_initializer=_uniform(init_scale),
             name=f"lstm_{i}",
@@ -121,6 +155,29 @@ def char_lm(
     x = keras.layers.Dropout(dropout, name=f"dropout_{lstm_layers}")(x)
     return inputs, classifier(x, classes, classifier_activation,
                               kernel_initializer=_uniform(init_scale))
+
+
+def trained_weights(model) -> list:
+    """A language model's trained weights as arrays, without the states a stateful form
+    carries (`layers.CarriedStateLSTM`): what moves between its stateful and stateless forms,
+    in the order of the stateless form's `get_weights()`."""
+    import keras
+
+    from layers.carried_state_lstm import is_carried_state
+
+    return [keras.ops.convert_to_numpy(w) for w in model.weights if not is_carried_state(w)]
+
+
+def set_trained_weights(model, arrays) -> None:
+    """Sets what `trained_weights` gives (of the same net, stateful or not) on `model`."""
+    from layers.carried_state_lstm import is_carried_state
+
+    variables = [w for w in model.weights if not is_carried_state(w)]
+    if len(variables) != len(arrays):
+        raise ValueError(f"{model.name} has {len(variables)} trained weights; received "
+                         f"{len(arrays)}: not the same net.")
+    for variable, array in zip(variables, arrays):
+        variable.assign(array)
 
 
 def parameter_count(*, char_vocab_size, char_embedding_dim, filters, kernel_sizes,

@@ -224,6 +224,8 @@ def _nested(model) -> bool:
 def _read_through_keras(path, model) -> dict[str, list[np.ndarray]]:
     """`read_layer_weights` for networks of nested layers: Keras reads the file into `model`
     (the network it was saved from), which then gives each layer's arrays."""
+    import keras
+
     try:
         model.load_weights(path)
     except ValueError as err:
@@ -231,7 +233,8 @@ def _read_through_keras(path, model) -> dict[str, list[np.ndarray]]:
             f"Cannot load {path} into {_describe(model)}: {str(err).splitlines()[0]} Pass the "
             "overrides the weights were trained with (variant, highway_layers, ...)."
         ) from None
-    return {layer.name: layer.get_weights() for layer in model.layers if layer.weights}
+    return {layer.name: [keras.ops.convert_to_numpy(w) for w in _trained(layer)]
+            for layer in model.layers if _trained(layer)}
 
 
 def read_layer_weights(path: str | os.PathLike, model) -> dict[str, list[np.ndarray]]:
@@ -323,10 +326,11 @@ def load_into(model: HighwayZooModel, source: WeightsSource, user_overrides=None
 
     plan, fresh, used, from_stack = [], [], set(), 0
     for layer in model.layers:
-        if not layer.weights:
+        weights = _trained(layer)
+        if not weights:
             continue
         found, names = _arrays_for(layer, arrays)
-        shapes = [tuple(v.shape) for v in layer.weights]
+        shapes = [tuple(v.shape) for v in weights]
         if found is not None and [a.shape for a in found] == shapes:
             plan.append((layer, found))
             used.update(names)
@@ -351,7 +355,8 @@ def load_into(model: HighwayZooModel, source: WeightsSource, user_overrides=None
     nested = _nested(source_model)  # then the arrays are each layer's get_weights()
     for layer, values in plan:
         if nested:
-            layer.set_weights(values)
+            for variable, value in zip(_trained(layer), values):
+                variable.assign(value)
         else:
             layer.load_own_variables({str(i): v for i, v in enumerate(values)})
     if fresh:
@@ -359,6 +364,14 @@ def load_into(model: HighwayZooModel, source: WeightsSource, user_overrides=None
             f"{_describe(model)}: loaded every body weight from {source.label}; "
             f"{'; '.join(fresh)}. Train it before use.", UserWarning, stacklevel=3,
         )
+
+
+def _trained(layer) -> list:
+    """The layer's weights but a stateful LSTM's carried states, which belong to one batch
+    size and are no part of trained weights (layers.CarriedStateLSTM)."""
+    from layers.carried_state_lstm import is_carried_state
+
+    return [w for w in layer.weights if not is_carried_state(w)]
 
 
 def _saved_from(source: WeightsSource, model: HighwayZooModel) -> bool:

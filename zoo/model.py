@@ -90,6 +90,14 @@ class HighwayZooModel(keras.Model):
             meta["classes"] = args["classes"] if args.get("include_top", True) else None
         return meta
 
+    def generate(self, prompt, max_length: int = 20, **kwargs):
+        """A language model's text after `prompt`, as keras-hub's `CausalLM.generate`
+        (`zoo.generation.generate`: `sampler="greedy"` or `"top_k"`, `k`, `seed`,
+        `stop_token`)."""
+        from zoo.generation import generate
+
+        return generate(self, prompt, max_length, **kwargs)
+
     def get_config(self) -> dict[str, Any]:
         from zoo.quantization import quantized_layers
 

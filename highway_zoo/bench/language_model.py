@@ -1,22 +1,28 @@
-"""Training throughput of the zoo's character-aware LM against the same net in stock Keras.
+"""Training throughput of the zoo's character-aware LM against the same net in stock Keras
+and in plain PyTorch.
 
     python -m highway_zoo.bench.language_model [--model lstm_char_small_ptb] [--repeats 5]
-        [--steps 20] [--out FILE]
+        [--steps 40] [--out FILE]
 
-Both nets are Kim et al.'s layout with the same parameter count (checked), trained on random
-data of PTB's shape (batch 20, 35 steps, words of 21 characters, a 10,000-word softmax) with
-the zoo's training step (stateful LSTMs, SGD with clipping, the time-summed cross-entropy):
+Three nets of Kim et al.'s layout, trained on random data of PTB's shape (batch 20, 35 steps,
+words of 21 characters, a 10,000-word softmax) with Kim's step (states carried from batch to
+batch, SGD with the global norm clipped at 5, the cross-entropy summed over the steps):
 
   (a) zoo: `zoo.load(model, stateful=True, batch_size=20)`: `layers.CharCNNEmbedder` (masked
-      max over each word's windows, the activation after the max) and `HighwayDense`;
+      max over each word's windows, the activation after the max), `HighwayDense` and
+      `layers.CarriedStateLSTM`;
   (b) stock: `Embedding`, `TimeDistributed(Conv1D(tanh))`, `TimeDistributed(
-      GlobalMaxPooling1D)` and highway layers of two `Dense` each, as one writes them with
-      Keras's own layers.
+      GlobalMaxPooling1D)`, highway layers of two `Dense` each and `LSTM(stateful=True)`, as
+      one writes them with Keras's own layers (same parameters as (a), checked);
+  (c) torch: the same net in plain PyTorch (`implementations.torch_char_lm`: `nn.LSTM`, cuDNN
+      on a GPU), eager, all the CPU's threads (4 * units more parameters per LSTM layer: two
+      biases per gate).
 
-After a warm-up (tracing), (a) and (b) alternate `--repeats` times, `--steps` training steps
-each; the table gives median tokens/s of each and the median of the per-repeat ratios (a)/(b)
-(back-to-back runs on a shared machine: the ratio cancels most of its load). Writes
-highway_zoo/bench/results/language_model.json (`--out`).
+After a warm-up (tracing), (a), (b) and (c) alternate `--repeats` times, `--steps` training
+steps each (one `fit` call for a Keras net, as an epoch is one); the table gives the median
+tokens/s of each and the medians of the per-repeat ratios to (c) (back-to-back runs on a shared
+machine: the ratio cancels most of its load). Keras's backend is the process's
+(`KERAS_BACKEND`). Writes highway_zoo/bench/results/language_model_<backend>.json (`--out`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-RESULTS = Path(__file__).resolve().parent / "results" / "language_model.json"
+RESULTS = Path(__file__).resolve().parent / "results"
 BATCH, STEPS, WORD = 20, 35, 21
 
 
@@ -83,42 +89,73 @@ def _tokens_per_second(model, x, y, batch: int) -> float:
     return y.size / (time.perf_counter() - start)
 
 
-def run(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 20,
+def torch_net(args: dict):
+    """(c): the net in PyTorch, its optimizer and device (a CUDA GPU where there is one)."""
+    import torch
+
+    from highway_zoo.bench.implementations.torch_char_lm import CharLM
+
+    torch.manual_seed(0)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    net = CharLM(args).to(device)
+    return net, torch.optim.SGD(net.parameters(), lr=1.0), device
+
+
+def run(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 40,
         batch: int = BATCH, seq: int = STEPS, **overrides) -> dict:
     import keras
     import numpy as np
+    import torch
 
     import zoo
+    from highway_zoo.bench.implementations import torch_char_lm
     from training import distribute
+    from zoo.char_lm import trained_weights
 
     args = {**zoo.describe(model_name)["architecture_args"], **overrides}
     ours = _compiled(zoo.load(model_name, stateful=True, batch_size=batch, **overrides))
     stock = _compiled(stock_model(args, batch))
-    if ours.count_params() != stock.count_params():
-        raise AssertionError(f"not the same net: {ours.count_params():,} parameters vs "
+    params = sum(int(w.size) for w in trained_weights(ours))
+    if params != stock.count_params():
+        raise AssertionError(f"not the same net: {params:,} parameters vs "
                              f"{stock.count_params():,}")
+    net, optimizer, device = torch_net(args)
+    torch_params = sum(p.numel() for p in net.parameters())
+    if torch_params != params + 4 * args["lstm_units"] * args["lstm_layers"]:
+        raise AssertionError(f"not the same net: {torch_params:,} parameters in PyTorch")
     rng = np.random.default_rng(0)
     x = rng.integers(3, args["char_vocab_size"], (steps * batch, seq, args["input_shape"][1]),
                      dtype="int32")
     x[..., 8:] = 0  # words of 6 characters plus start and end, then padding
     y = rng.integers(0, args["classes"], (steps * batch, seq), dtype="int32")
-    for model in (ours, stock):  # warm-up: tracing
-        _tokens_per_second(model, x[:2 * batch], y[:2 * batch], batch)
-    zoo_rates, stock_rates = [], []
+
+    def torch_rate(x, y):
+        return torch_char_lm.tokens_per_second(net, x, y, batch, optimizer, device)
+
+    nets = {"zoo": lambda x, y: _tokens_per_second(ours, x, y, batch),
+            "stock": lambda x, y: _tokens_per_second(stock, x, y, batch), "torch": torch_rate}
+    for rate in nets.values():  # warm-up: tracing
+        rate(x[:2 * batch], y[:2 * batch])
+    runs = {name: [] for name in nets}
     for _ in range(repeats):
-        zoo_rates.append(_tokens_per_second(ours, x, y, batch))
-        stock_rates.append(_tokens_per_second(stock, x, y, batch))
-    ratios = [a / b for a, b in zip(zoo_rates, stock_rates)]
+        for name, rate in nets.items():
+            runs[name].append(rate(x, y))
+
+    def ratio(name):
+        return statistics.median(a / b for a, b in zip(runs[name], runs["torch"]))
+
     return {
-        "model": model_name, "overrides": overrides, "params": ours.count_params(),
-        "batch": batch, "steps": seq, "word_length": args["input_shape"][1],
-        "steps_per_repeat": steps, "repeats": repeats,
-        "zoo_tokens_per_second": statistics.median(zoo_rates),
-        "stock_tokens_per_second": statistics.median(stock_rates),
-        "ratio_zoo_over_stock": statistics.median(ratios),
-        "zoo_runs": zoo_rates, "stock_runs": stock_rates,
+        "model": model_name, "overrides": overrides, "params": params,
+        "torch_params": torch_params, "batch": batch, "steps": seq,
+        "word_length": args["input_shape"][1], "steps_per_repeat": steps, "repeats": repeats,
+        **{f"{name}_tokens_per_second": statistics.median(r) for name, r in runs.items()},
+        "ratio_zoo_over_torch": ratio("zoo"), "ratio_stock_over_torch": ratio("stock"),
+        "ratio_zoo_over_stock": statistics.median(
+            a / b for a, b in zip(runs["zoo"], runs["stock"])),
+        **{f"{name}_runs": r for name, r in runs.items()},
         "machine": {"processor": platform.processor() or platform.machine(),
                     "cpus": os.cpu_count(), "backend": keras.backend.backend(),
+                    "torch_device": str(device), "torch_threads": torch.get_num_threads(),
                     **distribute.versions()},
     }
 
@@ -127,17 +164,21 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="lstm_char_small_ptb")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     result = run(args.model, args.repeats, args.steps)
-    print(f"{result['model']} ({result['params']:,} parameters, {result['machine']['backend']}):"
-          f" zoo {result['zoo_tokens_per_second']:,.0f} tokens/s, stock Keras "
-          f"{result['stock_tokens_per_second']:,.0f} tokens/s, ratio "
-          f"{result['ratio_zoo_over_stock']:.2f} (median of {result['repeats']})")
+    print(f"{result['model']} ({result['params']:,} parameters), median tokens/s of "
+          f"{result['repeats']} interleaved repeats of {result['steps_per_repeat']} steps:")
+    print(f"  zoo ({result['machine']['backend']}) {result['zoo_tokens_per_second']:,.0f}, "
+          f"stock Keras {result['stock_tokens_per_second']:,.0f}, PyTorch "
+          f"({result['machine']['torch_device']}) {result['torch_tokens_per_second']:,.0f}; "
+          f"zoo/PyTorch {result['ratio_zoo_over_torch']:.2f}, stock/PyTorch "
+          f"{result['ratio_stock_over_torch']:.2f}")
     from zoo.files import write_text
 
-    write_text(args.out, json.dumps(result, indent=1) + "\n", overwrite=True)
+    out = args.out or RESULTS / f"language_model_{result['machine']['backend']}.json"
+    write_text(out, json.dumps(result, indent=1) + "\n", overwrite=True)
 
 
 if __name__ == "__main__":

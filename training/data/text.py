@@ -41,13 +41,13 @@ from zoo.char_lm import (
     END_CHAR,
     EOS,
     EOS_CHAR,
-    PAD,
     PAD_CHAR,
-    START,
     START_CHAR,
     UNK,
     UNK_CHAR,
+    spell,
 )
+from zoo.char_lm import spelling as _spelling
 
 SPLITS = ("train", "valid", "test")
 _RESERVED = str.maketrans("", "", START_CHAR + END_CHAR)
@@ -117,30 +117,11 @@ class Corpus:
         return len(self.chars)
 
 
-def _spelling(word: str) -> str:
-    """The characters that spell `word` for the character CNN (Kim's single-character tokens)."""
-    if word == EOS:
-        return EOS_CHAR
-    if word == UNK:
-        return UNK_CHAR
-    return word
-
-
 def _spell(word: str, char_ids: dict[str, int], width: int) -> np.ndarray:
-    spelling = _spelling(word)
-    if len(spelling) + 2 > width:
-        raise CorpusFileError(
-            f"The word {word[:40]!r} has {len(spelling)} characters; at most {width - 2} fit "
-            f"(max_word_length {width}, start and end included).")
-    ids = np.full(width, PAD, np.int32)
-    ids[0] = START
     try:
-        ids[1:len(spelling) + 1] = [char_ids[c] for c in spelling]
-    except KeyError as err:
-        raise ValueError(f"The character {err.args[0]!r} of {word!r} is not in this corpus's "
-                         "character vocabulary.") from None
-    ids[len(spelling) + 1] = END
-    return ids
+        return spell(word, char_ids, width)
+    except ValueError as err:
+        raise CorpusFileError(str(err)) from None
 
 
 def split_files(directory: str | os.PathLike) -> dict[str, Path]:
