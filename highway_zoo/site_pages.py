@@ -108,6 +108,20 @@ def _label(key: str) -> str:
     return key.removeprefix("paper_").replace("_", " ")
 
 
+def _written(examples: list[dict[str, Any]]) -> list[str]:
+    """A shipped language model's texts (`model.generate`), with the call that writes each."""
+    if not examples:
+        return []
+    out = ["What it writes (`model.generate`, read from a sentence's start; `<unk>` is PTB's "
+           "rare word, `N` its number):", ""]
+    for example in examples:
+        arguments = ", ".join(f"{k}={v!r}" for k, v in example.items()
+                              if k not in ("prompt", "text"))
+        out += [f"- `model.generate({example['prompt']!r}, {arguments})`: "
+                f"\"{example['text']}\""]
+    return out + [""]
+
+
 def shipped_note(pretrained: dict[str, Any]) -> str:
     """What the shipped weights' accuracy was measured on, said when it is not the paper's
     test set (the MNIST sample is 5,000 digits, not the full MNIST)."""
@@ -222,9 +236,13 @@ def model_card(meta: dict[str, Any]) -> str:
         dataset = pretrained.get("dataset") or {}
         note = shipped_note(pretrained)
         accuracy = pretrained.get("test_accuracy")
+        score = ("test perplexity", f"{pretrained['test_perplexity']:.2f} "
+                 f"({pretrained.get('test_evaluation', '')}; validation "
+                 f"{pretrained['val_perplexity']:.2f})") if "test_perplexity" in pretrained \
+            else ("test accuracy", (f"{accuracy:.4f}" if isinstance(accuracy, (int, float))
+                                    else _number(accuracy)) + (f" ({note})" if note else ""))
         out += [_table([
-            ("test accuracy", (f"{accuracy:.4f}" if isinstance(accuracy, (int, float))
-                               else _number(accuracy)) + (f" ({note})" if note else "")),
+            score,
             ("trained and tested on", f"{dataset.get('name', '')}: "
              f"{_number(dataset.get('num_train'))} / {_number(dataset.get('num_test'))} "
              f"examples ({dataset.get('source', '')})" if dataset else ""),
@@ -239,7 +257,13 @@ def model_card(meta: dict[str, Any]) -> str:
             ("date, machine", f"{pretrained.get('date', '')}, {pretrained.get('machine', '')}"),
             ("file", _code(pretrained.get("file", ""))),
             ("sha256", _code(pretrained.get("sha256", ""))),
+            ("vocabulary", f"{_code(pretrained['vocabulary']['file'])}: "
+             f"{pretrained['vocabulary']['words']:,} words, "
+             f"{pretrained['vocabulary']['chars']} characters (sha256 "
+             f"{_code(pretrained['vocabulary']['sha256'])})"
+             if pretrained.get("vocabulary") else ""),
         ]), ""]
+        out += _written(pretrained.get("examples") or [])
     else:
         out += ["None: this architecture ships without weights (`weights=None` builds it with "
                 "fresh ones; train it with `highway-zoo train " + name + "`).", ""]

