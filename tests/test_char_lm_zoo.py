@@ -378,3 +378,30 @@ def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, monkeypa
             zoo.load(SMALL, weights="default")
     finally:
         pretrained.index.cache_clear()
+
+
+def test_cli_generates_as_the_library_does(run, capsys):
+    assert main(["generate", str(run), "a", "big", "--max-length", "7", "--no-stop"]) == 0
+    text = capsys.readouterr().out.strip()
+    assert text == zoo.load(str(run)).generate("a big", 7, stop_token=None)
+    assert main(["generate", str(run), "some", "--sampler", "top_k", "--top-k", "3",
+                 "--seed", "4", "--max-length", "6", "--no-stop"]) == 0
+    assert capsys.readouterr().out.strip() == zoo.load(str(run)).generate(
+        "some", 6, sampler="top_k", k=3, seed=4, stop_token=None)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "RUN", "a", "--weights", "default"], "brings its own weights"),
+    (["generate", "highway_fc10_mnist", "a"], "is not a language model"),
+    (["generate", "lstm_char_large_ptb", "a"], "No pretrained weights for 'lstm_char_large_ptb'"),
+    (["generate", "RUN", "a", "--sampler", "beam"], "invalid choice: 'beam'"),
+    (["generate", "RUN", "zebra!"], "is not in this model's character vocabulary"),
+])
+def test_cli_generate_refuses_in_one_line(run, argv, message):
+    argv = [str(run) if a == "RUN" else a for a in argv]
+    proc = subprocess.run([sys.executable, "-m", "highway_zoo", *argv], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("highway-zoo")]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, \
+        proc.stderr

@@ -2,7 +2,7 @@
 
 Each command lives in one module of this package (`models`: list, describe; `data`:
 prepare-text; `train`;
-`serving`: export, predict; `analysis`: analyze, tensorboard; `tune`;
+`serving`: export, predict, generate; `analysis`: analyze, tensorboard; `tune`;
 `experiments`: demo, sweep, bias-study, variants, fig1; `bench`) whose `COMMANDS` maps
 each command name to a function that adds its arguments and a function that runs it. A
 command's module is imported only when that command runs (as pip does), so `--help`, `list`
@@ -51,6 +51,7 @@ COMMANDS = {
     "tensorboard": ("analysis", "start TensorBoard on a run's gate summaries"),
     "export": ("serving", "write a SavedModel for TF Serving (or a .tflite)"),
     "predict": ("serving", "classify images with an exported SavedModel"),
+    "generate": ("serving", "write text after a prompt with a language model"),
     "bench": ("bench", "benchmarks: against NumPy, PyTorch and plain Keras; wide, conv "
               "and serving speed"),
 }

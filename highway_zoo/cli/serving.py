@@ -1,4 +1,5 @@
-"""`highway-zoo export` and `highway-zoo predict`: TF Serving's layout, and a local check."""
+"""`highway-zoo export` and `highway-zoo predict`: TF Serving's layout, and a local check;
+`highway-zoo generate`: text from a language model (`model.generate`)."""
 
 from __future__ import annotations
 
@@ -116,4 +117,41 @@ def predict(args) -> None:
         print(f"{result.source}: class {result.class_id}  (top-{len(result.top)}: {top})")
 
 
-COMMANDS = {"export": (_export_arguments, export), "predict": (_predict_arguments, predict)}
+def _generate_arguments(p) -> None:
+    p.description = (
+        "Writes text after a prompt with a language model, as keras-hub's CausalLM.generate: "
+        "greedy (the most probable word) or top-k sampling, the LSTM states carried from word "
+        "to word; the prompt is read as a sentence's start. Prints the prompt and what follows.")
+    p.add_argument("name", help="a language model (highway-zoo list 'lstm_char_*'), or a run "
+                   "directory of one")
+    p.add_argument("prompt", nargs="+", metavar="WORD", help="the words to go on from")
+    p.add_argument("--weights", default=None, help="default: the shipped weights of NAME "
+                   "(weights=\"default\"); or a run directory")
+    p.add_argument("--max-length", type=positive, default=20, metavar="N",
+                   help="words in all, the prompt's included (default 20)")
+    p.add_argument("--sampler", choices=("greedy", "top_k"), default="greedy")
+    p.add_argument("--top-k", type=positive, default=5, metavar="K",
+                   help="top_k: draw from the K most probable words (default 5)")
+    p.add_argument("--seed", type=int, default=None, help="top_k: the seed (the same seed, "
+                   "the same text)")
+    p.add_argument("--no-stop", action="store_true",
+                   help="go on past the end of a sentence (<eos>) to --max-length")
+
+
+def generate(args) -> None:
+    import zoo
+
+    if Path(args.name).is_dir():
+        if args.weights is not None:
+            raise ValueError(f"{args.name} is a run directory, which brings its own weights; "
+                             "leave --weights out.")
+        model = zoo.load(args.name)
+    else:
+        model = zoo.load(args.name, weights=args.weights or "default")
+    print(model.generate(" ".join(args.prompt), args.max_length, sampler=args.sampler,
+                         k=args.top_k, seed=args.seed,
+                         stop_token=None if args.no_stop else "<eos>"))
+
+
+COMMANDS = {"export": (_export_arguments, export), "predict": (_predict_arguments, predict),
+            "generate": (_generate_arguments, generate)}
