@@ -201,12 +201,14 @@ def train_in_child(job: dict[str, Any]) -> dict[str, Any]:
 def code_version() -> dict[str, Any]:
     """The code a study runs: the package version and, in a git checkout, its commit and
     whether files differ from it (a study resumes only on the code it started with)."""
+    import importlib.metadata
     import subprocess
 
-    import highway_zoo
-
-    root = Path(highway_zoo.__file__).resolve().parent.parent
-    version: dict[str, Any] = {"version": highway_zoo.__version__}
+    root = Path(__file__).resolve().parents[2]
+    try:
+        version: dict[str, Any] = {"version": importlib.metadata.version("highway-zoo")}
+    except importlib.metadata.PackageNotFoundError:  # a checkout on sys.path, not installed
+        version = {"version": None}
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True,
                                 capture_output=True, text=True).stdout.strip()
