@@ -160,6 +160,24 @@ def test_a_quantized_shipped_model_saved_and_reloaded_predicts_the_same(name, mn
     assert not quantized_layers(float_model)
 
 
+def test_a_model_of_nested_layers_quantizes_its_own_layers_and_reloads(tmp_path):
+    """The character-aware LM's embedder holds layers of its own (highways, an embedding):
+    the model's own int8 layers are what its config records, so the saved file reloads (it
+    used to quantize the inner highways too, which `load_model` could not find by name)."""
+    model = zoo.load("lstm_char_small_ptb", lstm_units=8, classes=40)
+    embedder = model.get_layer("embedder")
+    inner = list(embedder.highways)
+    zoo.quantize(model)
+    assert quantized_layers(model) == {"logits": "int8"}
+    assert all(layer.quantization_mode is None for layer in inner)
+    words = np.random.default_rng(0).integers(1, 51, size=(2, 5, 21)).astype("int32")
+    out = model.predict(words, verbose=0)
+    model.save(tmp_path / "lm-int8.keras")
+    again = keras.saving.load_model(tmp_path / "lm-int8.keras")
+    assert quantized_layers(again) == {"logits": "int8"}
+    np.testing.assert_array_equal(again.predict(words, verbose=0), out)
+
+
 def test_zoo_quantize_refusals(tmp_path):
     with pytest.raises(ValueError, match="untrained network: pass weights='default'"):
         zoo.quantize(FC)
