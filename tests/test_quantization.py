@@ -3,6 +3,7 @@
 quantize="int8")`, `highway-zoo export NAME --format tflite --quantize int8`), on one FC and one
 conv shipped model and a few hundred images of the offline MNIST sample."""
 
+import gc
 import hashlib
 
 import keras
@@ -129,6 +130,18 @@ def test_other_modes_and_a_second_quantize_are_refused():
     stack.quantize("int8")
     with pytest.raises(ValueError, match="needs a float stack"):
         stack.to_layers()
+
+
+def test_quantize_replaces_the_kernel_and_leaves_the_collector_as_it_was():
+    """The float kernel is deleted with the process's objects frozen (gc.freeze, for a fast
+    collection): afterwards as many are frozen as before, and the layer holds one kernel."""
+    before = gc.get_freeze_count()
+    layer = HighwayDense()
+    layer(np.zeros((1, 4), np.float32))
+    layer.quantize("int8")
+    assert gc.get_freeze_count() == before
+    assert [(w.name, str(w.dtype)) for w in layer.weights if w.name == "kernel"] == [
+        ("kernel", "int8")]
 
 
 # -- shipped models ---------------------------------------------------------------------------
