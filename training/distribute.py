@@ -265,11 +265,12 @@ def set_cpu_devices(count: int) -> None:
 
 def _set_jax_cpu_devices(count: int) -> None:
     import jax
-    from jax._src import xla_bridge
 
-    if not xla_bridge.backends_are_initialized():
-        jax.config.update("jax_num_cpu_devices", count)  # read when JAX makes its devices
+    try:  # read when JAX makes its devices; JAX refuses a change once it has made them
+        jax.config.update("jax_num_cpu_devices", count)
         return
+    except RuntimeError:
+        pass
     have = jax.local_device_count("cpu")
     if have != count:
         raise RuntimeError(
@@ -383,9 +384,8 @@ def _join_processes() -> None:
     if settings is None:
         return
     import jax
-    from jax._src import distributed
 
-    if distributed.global_state.client is not None:
+    if jax.distributed.is_initialized():
         return  # joined already (a second run in this process)
     import keras
 
@@ -509,9 +509,13 @@ def check_strategy(strategy: Any) -> Any:
 
 
 def is_multi_worker(strategy: Any) -> bool:
+    """Whether `strategy` is a MultiWorkerMirroredStrategy of more than one worker (the chief
+    counts as one, as TensorFlow counts them)."""
     tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) \
-        and strategy.extended._in_multi_worker_mode()
+    if tf is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return False
+    cluster = strategy.cluster_resolver.cluster_spec().as_dict()
+    return len(cluster.get("chief", [])) + len(cluster.get("worker", [])) > 1
 
 
 def role(strategy: Any) -> Role:

@@ -63,17 +63,28 @@ RESUMABLE = {"train": "the run resumes from its last checkpoint",
 
 def build_parser(command: str | None = None) -> ArgumentParser:
     """The parser; only `command`'s own arguments are added (its module imported)."""
+    return _parsers(command)[0]
+
+
+def command_parser(command: str) -> ArgumentParser:
+    """`command`'s own parser, with its arguments: what `highway-zoo COMMAND --help` prints."""
+    return _parsers(command)[1]
+
+
+def _parsers(command: str | None) -> tuple[ArgumentParser, ArgumentParser | None]:
     parser = ArgumentParser(prog="highway-zoo",
                             description="Highway Networks model zoo (Keras 3).")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    own = None
     for name, (module, summary) in COMMANDS.items():
         p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
         if name == command:
             add_arguments, run = importlib.import_module(f"{__name__}.{module}").COMMANDS[name]
             add_arguments(p)
             p.set_defaults(call=run)
-    return parser
+            own = p
+    return parser, own
 
 
 def _command(argv: list[str]) -> str | None:
