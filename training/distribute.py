@@ -112,6 +112,8 @@ import sys
 import time
 from typing import Any
 
+from training import private_api
+
 STRATEGIES = ("default", "mirrored", "multiworker", "data_parallel")
 # How long a process > 0 waits for the coordinator to come up: JAX's own limit, after which it
 # aborts the process (SIGABRT, "DEADLINE_EXCEEDED") where we say so in one line.
@@ -552,8 +554,7 @@ def prepare_model(model, strategy: Any, first_epoch) -> None:
         return
     tf = _tf()
     with strategy.scope():
-        model._symbolic_build(data_batch=first_epoch.element_spec)
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+        private_api.build_for_multi_worker(model, first_epoch.element_spec)
 
     def with_vector_logs(step):
         def wrapped(data):

@@ -230,14 +230,9 @@ def run() -> None:
     for is still running (a daemon thread, such as `training.compile_ahead`'s, it would not)."""
     code = main()
     if "keras" in sys.modules and not threads_to_wait_for():
-        import atexit
-        import logging
+        from training import private_api
 
-        logging.shutdown()
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        private_api.exit_without_teardown(code)
     sys.exit(code)
 
 
