@@ -226,8 +226,8 @@ def run() -> None:
     and closed, and the interpreter's teardown of Keras's and its backend's objects and modules
     is all that is left: 0.9-1.4 s of a training run's wall time (bench.whole_process, the
     "exit" phase). So the process flushes its output, runs the atexit handlers (temporary
-    directories, JAX's own clean-up) and ends there, unless a thread the interpreter would wait
-    for is still running (a daemon thread, such as `training.compile_ahead`'s, it would not)."""
+    directories, JAX's own clean-up) and ends there (`training.private_api.exit_without_teardown`),
+    unless a thread the interpreter would wait for (not a daemon) is still running."""
     code = main()
     if "keras" in sys.modules and not threads_to_wait_for():
         from training import private_api
