@@ -96,7 +96,7 @@ def check(capability: str, version: str | None = None) -> bool:
     """Whether `capability` may use its library's private code: True for the installed
     version (or `version`) in the tested range. Outside it, False after a warning (once) for a
     capability with a public fallback; a PrivateAPIError for one without."""
-    library, fallback = dataclasses.astuple(CAPABILITIES[capability])
+    library, fallback = CAPABILITIES[capability].library, CAPABILITIES[capability].fallback
     version = version or installed(library)
     if _in_range(library, version):
         return True
