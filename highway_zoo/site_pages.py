@@ -458,7 +458,7 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
 
 def cli_reference() -> str:
     """Every command's `--help`, from the parsers themselves."""
-    from highway_zoo.cli import COMMANDS, build_parser
+    from highway_zoo.cli import COMMANDS, build_parser, command_parser
 
     out = ["# Command-line reference", "",
            "Generated from the parsers (`highway_zoo.cli.build_parser`): what "
@@ -466,8 +466,6 @@ def cli_reference() -> str:
            "the conventions every command shares.", "", "```text",
            build_parser().format_help().rstrip(), "```", ""]
     for command in COMMANDS:
-        parser = build_parser(command)
-        sub = next(a for a in parser._actions if a.dest == "command")
         out += [f"## `{command}`", "", "```text",
-                sub.choices[command].format_help().rstrip(), "```", ""]
+                command_parser(command).format_help().rstrip(), "```", ""]
     return "\n".join(out)

@@ -166,7 +166,7 @@ def test_a_training_command_prints_no_tensorflow_chatter(tmp_path):
 
 def test_the_fast_exit_waits_only_for_threads_the_interpreter_would_wait_for():
     """`highway_zoo.cli.run` skips the teardown unless a non-daemon thread still runs: a
-    daemon (`training.compile_ahead`'s compiling thread) does not hold the exit up."""
+    daemon does not hold the exit up."""
     import threading
 
     from highway_zoo.cli import threads_to_wait_for

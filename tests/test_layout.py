@@ -40,3 +40,39 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path):
     module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import training\n"
                       "def f():\n    from highway_zoo.cli import main\n")
     assert _imported_packages(module) == {"typing", "highway_zoo"}
+
+
+# Other libraries' private modules; only the door (training/private_api.py) may import them.
+PRIVATE_MODULES = ("keras.src", "keras_tuner.src", "jax._src")
+DOOR = ROOT / "training" / "private_api.py"
+
+
+def _private_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found.update(name for name in names for private in PRIVATE_MODULES
+                     if f"{name}.".startswith(f"{private}."))
+    return found
+
+
+def test_no_module_but_the_door_imports_another_librarys_private_modules():
+    wrong = {str(path.relative_to(ROOT)): sorted(_private_imports(path))
+             for package in ORDER for path in sorted((ROOT / package).rglob("*.py"))
+             if path != DOOR}
+    assert {path: names for path, names in wrong.items() if names} == {}
+    assert _private_imports(DOOR)  # the door is where they are
+
+
+def test_the_private_import_check_sees_every_form(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import keras.src.utils\nfrom jax import _src\n"
+                      "from keras_tuner.src.distribute import utils\nimport keras\n"
+                      "from keras import layers\nimport jax._srcs\n")
+    assert _private_imports(module) == {"keras.src.utils", "jax._src",
+                                        "keras_tuner.src.distribute.utils"}

@@ -3,6 +3,7 @@
 quantize="int8")`, `highway-zoo export NAME --format tflite --quantize int8`), on one FC and one
 conv shipped model and a few hundred images of the offline MNIST sample."""
 
+import gc
 import hashlib
 
 import keras
@@ -131,6 +132,18 @@ def test_other_modes_and_a_second_quantize_are_refused():
         stack.to_layers()
 
 
+def test_quantize_replaces_the_kernel_and_leaves_the_collector_as_it_was():
+    """The float kernel is deleted with the process's objects frozen (gc.freeze, for a fast
+    collection): afterwards as many are frozen as before, and the layer holds one kernel."""
+    before = gc.get_freeze_count()
+    layer = HighwayDense()
+    layer(np.zeros((1, 4), np.float32))
+    layer.quantize("int8")
+    assert gc.get_freeze_count() == before
+    assert [(w.name, str(w.dtype)) for w in layer.weights if w.name == "kernel"] == [
+        ("kernel", "int8")]
+
+
 # -- shipped models ---------------------------------------------------------------------------
 
 
@@ -158,6 +171,24 @@ def test_a_quantized_shipped_model_saved_and_reloaded_predicts_the_same(name, mn
     # The float weight file is as shipped, and the float model as it was.
     assert _sha256(weights_file) == before == pretrained.record(name)["sha256"]
     assert not quantized_layers(float_model)
+
+
+def test_a_model_of_nested_layers_quantizes_its_own_layers_and_reloads(tmp_path):
+    """The character-aware LM's embedder holds layers of its own (highways, an embedding):
+    the model's own int8 layers are what its config records, so the saved file reloads (it
+    used to quantize the inner highways too, which `load_model` could not find by name)."""
+    model = zoo.load("lstm_char_small_ptb", lstm_units=8, classes=40)
+    embedder = model.get_layer("embedder")
+    inner = list(embedder.highways)
+    zoo.quantize(model)
+    assert quantized_layers(model) == {"logits": "int8"}
+    assert all(layer.quantization_mode is None for layer in inner)
+    words = np.random.default_rng(0).integers(1, 51, size=(2, 5, 21)).astype("int32")
+    out = model.predict(words, verbose=0)
+    model.save(tmp_path / "lm-int8.keras")
+    again = keras.saving.load_model(tmp_path / "lm-int8.keras")
+    assert quantized_layers(again) == {"logits": "int8"}
+    np.testing.assert_array_equal(again.predict(words, verbose=0), out)
 
 
 def test_zoo_quantize_refusals(tmp_path):

@@ -146,7 +146,8 @@ def test_search_writes_best_resumes_and_refuses_other_settings(tmp_path, capsys)
     # The same command with one more trial: the two finished trials are kept.
     code, second = tune("--max-trials", "3", "--out", str(out))
     assert code == 0
-    assert "Resuming the search" in second
+    assert "Resuming the search" in second and "2 trial(s) finished and kept, 0 interrupted" \
+        in second
     assert re.findall(r"^trial (\d+) by", second, re.M) == ["2"]
     assert _trial_ids(out) == ["0", "1", "2"]
     for i, record in started.items():
@@ -216,6 +217,23 @@ def _reserved_port() -> socket.socket:
     reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     reserved.bind(("127.0.0.1", 0))
     return reserved
+
+
+def test_a_process_reads_its_role_from_kerastuners_variables(monkeypatch):
+    from training.tuning.tuner import _role
+
+    for var in ("KERASTUNER_TUNER_ID", "KERASTUNER_ORACLE_IP", "KERASTUNER_ORACLE_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    assert _role() == "standalone"
+    monkeypatch.setenv("KERASTUNER_ORACLE_IP", "127.0.0.1")
+    with pytest.raises(RuntimeError, match="^KERASTUNER_ORACLE_IP is set but "
+                       "KERASTUNER_ORACLE_PORT and KERASTUNER_TUNER_ID are not"):
+        _role()
+    monkeypatch.setenv("KERASTUNER_ORACLE_PORT", "8000")
+    monkeypatch.setenv("KERASTUNER_TUNER_ID", "chief")
+    assert _role() == "chief"
+    monkeypatch.setenv("KERASTUNER_TUNER_ID", "tuner1")
+    assert _role() == "worker"
 
 
 @pytest.mark.slow

@@ -322,10 +322,19 @@ class ProgressBar(keras.callbacks.ProgbarLogger):
         super().__init__()
         self._drawing = threading.Lock()
 
-    def _update_progbar(self, batch, logs=None):
+    def _draw(self, hook, batch, logs):
         with self._drawing:
             if self.progbar is None or batch + 1 > self.seen:
-                super()._update_progbar(batch, logs)
+                hook(batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._draw(super().on_train_batch_end, batch, logs)
+
+    def on_test_batch_end(self, batch, logs=None):
+        self._draw(super().on_test_batch_end, batch, logs)
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self._draw(super().on_predict_batch_end, batch, logs)
 
 
 class EpochClock(keras.callbacks.Callback):

@@ -112,6 +112,8 @@ import sys
 import time
 from typing import Any
 
+from training import private_api
+
 STRATEGIES = ("default", "mirrored", "multiworker", "data_parallel")
 # How long a process > 0 waits for the coordinator to come up: JAX's own limit, after which it
 # aborts the process (SIGABRT, "DEADLINE_EXCEEDED") where we say so in one line.
@@ -265,11 +267,12 @@ def set_cpu_devices(count: int) -> None:
 
 def _set_jax_cpu_devices(count: int) -> None:
     import jax
-    from jax._src import xla_bridge
 
-    if not xla_bridge.backends_are_initialized():
-        jax.config.update("jax_num_cpu_devices", count)  # read when JAX makes its devices
+    try:  # read when JAX makes its devices; JAX refuses a change once it has made them
+        jax.config.update("jax_num_cpu_devices", count)
         return
+    except RuntimeError:
+        pass
     have = jax.local_device_count("cpu")
     if have != count:
         raise RuntimeError(
@@ -383,9 +386,8 @@ def _join_processes() -> None:
     if settings is None:
         return
     import jax
-    from jax._src import distributed
 
-    if distributed.global_state.client is not None:
+    if jax.distributed.is_initialized():
         return  # joined already (a second run in this process)
     import keras
 
@@ -509,9 +511,13 @@ def check_strategy(strategy: Any) -> Any:
 
 
 def is_multi_worker(strategy: Any) -> bool:
+    """Whether `strategy` is a MultiWorkerMirroredStrategy of more than one worker (the chief
+    counts as one, as TensorFlow counts them)."""
     tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) \
-        and strategy.extended._in_multi_worker_mode()
+    if tf is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return False
+    cluster = strategy.cluster_resolver.cluster_spec().as_dict()
+    return len(cluster.get("chief", [])) + len(cluster.get("worker", [])) > 1
 
 
 def role(strategy: Any) -> Role:
@@ -548,8 +554,7 @@ def prepare_model(model, strategy: Any, first_epoch) -> None:
         return
     tf = _tf()
     with strategy.scope():
-        model._symbolic_build(data_batch=first_epoch.element_spec)
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+        private_api.build_for_multi_worker(model, first_epoch.element_spec)
 
     def with_vector_logs(step):
         def wrapped(data):

@@ -40,7 +40,7 @@ import keras
 import numpy as np
 
 import zoo
-from training import distribute, tensorflow_on_demand
+from training import distribute, private_api, tensorflow_on_demand
 from training.data.text import Corpus, bptt_batches, load_corpus
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import FINISHED, NON_FINITE, RUNNING, RunDir
@@ -245,7 +245,7 @@ def _reset_states(model: keras.Model) -> None:
 def _reseed_dropout(model: keras.Model, seed: int, epoch: int) -> None:
     """Each epoch's dropout masks from (seed, epoch): a resumed run draws what the
     uninterrupted one drew (the seed generators' states are not in the checkpoint)."""
-    generators = [v for v in model.variables if v.path.endswith("seed_generator_state")]
+    generators = private_api.seed_generator_states(model)
     for i, state in enumerate(generators):
         state.assign(np.array([(seed * 1_000_003 + epoch * 7_919 + i) % 2**31, 0],
                               dtype=state.dtype))

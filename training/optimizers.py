@@ -13,6 +13,8 @@ from typing import Any
 
 import keras
 
+from training import private_api
+
 # Layer name of every zoo network's classifier (zoo/heads.py).
 CLASSIFIER_LAYER = "logits"
 
@@ -66,12 +68,15 @@ class CaffeSGD(keras.optimizers.SGD):
     def build(self, variables):
         super().build(variables)
         self._bias_indices = {
-            self._get_variable_index(v) for v in variables if is_bias(v)
+            private_api.optimizer_variable_index(self, v) for v in variables if is_bias(v)
         }
 
     def update_step(self, gradient, variable, learning_rate):
         # Decided while tracing: one multiply for the biases, nothing for the rest.
-        if self.bias_lr_mult != 1 and self._get_variable_index(variable) in self._bias_indices:
+        # By index, not by is_bias(variable): on TensorFlow a mirrored variable's replicas come
+        # here under names of their own ("bias/replica_1").
+        if (self.bias_lr_mult != 1
+                and private_api.optimizer_variable_index(self, variable) in self._bias_indices):
             learning_rate = learning_rate * self.bias_lr_mult
         super().update_step(gradient, variable, learning_rate)
 

@@ -1,30 +1,24 @@
 """On JAX and PyTorch, Keras imports TensorFlow only once something else has.
 
-Keras asks `tf.available` (`keras.src.utils.module_utils.tensorflow`, Keras 3.15) for every
-value it serialises when it saves a model (`isinstance(value, tf.TensorShape)`) and when it
-seeds (`keras.utils.set_random_seed` seeds TensorFlow too), and asking imports TensorFlow
+Keras asks whether TensorFlow is available (`tf.available`, Keras 3.15) for every value it
+serialises when it saves a model (`isinstance(value, tf.TensorShape)`) and when it seeds
+(`keras.utils.set_random_seed` seeds TensorFlow too), and asking imports TensorFlow
 whenever it is installed: about 0.5 GB and seconds in every JAX or PyTorch run, which
 checkpoints. No TensorFlow object exists before TensorFlow is imported, so after `install()`
 Keras is told TensorFlow is available exactly when it has been imported (by ImageNet's
 tf.data splits, an export, ...): the answers to its questions stay the same. Nothing changes
-on the TensorFlow backend.
+on the TensorFlow backend. How Keras is told is private to Keras:
+`training.private_api.defer_tensorflow_import`.
 """
 
 from __future__ import annotations
 
-import sys
-
 import keras
-from keras.src.utils import module_utils
 
-
-class _AvailableOnceImported(module_utils.LazyModule):
-    @property
-    def available(self) -> bool:
-        return self.name in sys.modules
+from training import private_api
 
 
 def install() -> None:
     """Keras's TensorFlow counts as available once imported (JAX and PyTorch backends)."""
     if keras.backend.backend() != "tensorflow":
-        module_utils.tensorflow.__class__ = _AvailableOnceImported
+        private_api.defer_tensorflow_import()

@@ -19,17 +19,11 @@ dropping them changes no result. Without TensorFlow imported (JAX, PyTorch) it d
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterator
 
+from training.private_api import custom_gradient_registry as _registry
+
 _PREFIX = "CustomGradient-"
-
-
-def _registry() -> dict | None:
-    """TensorFlow's gradient registry (name -> entry), or None without TensorFlow."""
-    ops = sys.modules.get("tensorflow.python.framework.ops")
-    registry = getattr(getattr(ops, "_gradient_registry", None), "_registry", None)
-    return registry if isinstance(registry, dict) else None
 
 
 @contextlib.contextmanager

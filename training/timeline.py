@@ -16,8 +16,7 @@ happen; they add up to "process_s" for a command, to "train_s" for a call of `tr
     keras         parsing the command and importing Keras with its backend's framework
     imports       the command's own modules (zoo, training) up to `train()`
     data          reading the dataset
-    build         the model built and compiled, the run directory, fit's set-up (on JAX
-                  with it the later steps' tracing: `training.compile_ahead`)
+    build         the model built and compiled, the run directory, fit's set-up
     compile       the first training step (tracing and compiling on TensorFlow and JAX)
     training      the other steps, with each epoch's set-up
     evaluation    the test split evaluated after each epoch (its first compiles on JAX)

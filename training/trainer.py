@@ -63,7 +63,7 @@ import keras
 import numpy as np
 
 import zoo
-from training import compile_ahead, distribute, tensorflow_on_demand, timeline
+from training import distribute, tensorflow_on_demand, timeline
 from training.callbacks import GateSummaries, ProgressBar
 from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
 from training.data import Dataset, Examples, load_dataset
@@ -464,10 +464,6 @@ def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: Ru
         callbacks.insert(0, GateSummaries(run_dir.tensorboard_dir, _pairs(data.test),
                                           final_epoch=settings.epochs))
     callbacks.insert(0, clock_head)
-    if compile_ahead.applies(model) and isinstance(test_ds, keras.utils.PyDataset):
-        # The epoch's last, smaller batch and the test split, compiled beside the first step.
-        callbacks.insert(0, compile_ahead.CompileAhead.for_data(
-            batches(first_epoch, skip), batches(first_epoch), test_ds))
     for epoch in range(first_epoch, settings.epochs):
         skip_batches = skip if epoch == first_epoch else 0
         monitor.first_batch = skip_batches

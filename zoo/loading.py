@@ -199,14 +199,19 @@ def _check_record_hash(weights_path: Path, record: dict[str, Any]) -> None:
 # --- reading a Keras .weights.h5 ----------------------------------------------------------
 
 
+def _snake_case(name: str) -> str:
+    """A class name as Keras 3 writes it in a `.weights.h5` (its `to_snake_case`)."""
+    name = re.sub(r"\W+", "", name)
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
 def _keras_keys(model) -> dict[str, Any]:
     """The file key of each layer of `model` in a Keras 3 `.weights.h5`: the snake-case class
     name, made unique in layer order (keras/src/saving/saving_lib.py, _save_container_state)."""
-    from keras.src.utils.naming import to_snake_case
-
     keys, used = {}, {}
     for layer in model.layers:
-        key = to_snake_case(type(layer).__name__)
+        key = _snake_case(type(layer).__name__)
         if key in used:
             used[key] += 1
             key = f"{key}_{used[key]}"
@@ -218,8 +223,10 @@ def _keras_keys(model) -> dict[str, Any]:
 
 def _nested(model) -> bool:
     """Whether a weighted layer of `model` holds layers of its own (an LSTM's cell, the
-    CharCNNEmbedder's convolutions): Keras files keep their variables in sub-groups."""
-    return any(layer.weights and getattr(layer, "_layers", None) for layer in model.layers)
+    CharCNNEmbedder's convolutions): Keras files keep their variables in sub-groups. A
+    variable's path is its layer's path and its name; an inner layer's adds that layer's."""
+    return any(variable.path != f"{layer.path}/{variable.name}"
+               for layer in model.layers for variable in layer.weights)
 
 
 def _read_through_keras(path, model) -> dict[str, list[np.ndarray]]:

@@ -10,9 +10,11 @@ no data needed), so the shipped `.weights.h5` files, their sha256 and the parame
 the float models stay as they are. Every layer with an int8 mode is quantized: the highway
 layers (`HighwayDense`, `HighwayConv2D`, `HighwayStack`: `layers._highway.Int8Kernel`) and
 Keras's `Dense`; the others (Keras's `Conv2D`, batch norms, ...) have none in Keras 3.15 and
-stay float (`quantized_layers(model)` lists what was done). A full-integer TFLite file, which
-also needs a representative sample to calibrate its activations, is `zoo.export(...,
-format="tflite", quantize="int8", representative=images)` (zoo/serving/tflite.py).
+stay float, as do the layers inside a layer (the character CNN's highways and embedding: the
+saved config names the model's own layers only). `quantized_layers(model)` lists what was
+done. A full-integer TFLite file, which also needs a representative sample to calibrate its
+activations, is `zoo.export(..., format="tflite", quantize="int8", representative=images)`
+(zoo/serving/tflite.py).
 
 A quantized zoo model saves as a `.keras` file (`model.save`) whose config records its
 quantized layers; `keras.saving.load_model` rebuilds them in int8 before loading the weights.
@@ -28,17 +30,25 @@ MODES = ("int8",)
 
 
 def quantized_layers(model) -> dict[str, str]:
-    """`{layer name: quantization mode}` of the model's quantized layers, in graph order."""
-    return {layer.name: layer.quantization_mode for layer in model._flatten_layers()
-            if layer is not model and getattr(layer, "quantization_mode", None)}
+    """`{layer name: quantization mode}` of the model's quantized layers, in graph order.
+
+    The model's own layers (`model.layers`): those `quantize` quantizes, and those its config
+    records and `from_config` finds again by name (`model.get_layer`)."""
+    return {layer.name: layer.quantization_mode for layer in model.layers
+            if getattr(layer, "quantization_mode", None)}
 
 
-def _quantizable(layer) -> bool:
+def _quantizable(model):
+    """`model.quantize`'s filter: the model's own layers that have an int8 mode."""
     import keras
 
     # Keras's own model.quantize tries every layer and warns for each one without an int8
-    # mode (the input, reshapes, activations): ask only those that have one.
-    return type(layer).quantize is not keras.layers.Layer.quantize
+    # mode (the input, reshapes, activations): ask only those that have one. It also goes
+    # into a layer's own layers (the CharCNNEmbedder's highways), which the saved config
+    # could not name (`model.get_layer` sees the model's own layers only): those stay float.
+    own = {id(layer) for layer in model.layers}
+    return lambda layer: (id(layer) in own
+                          and type(layer).quantize is not keras.layers.Layer.quantize)
 
 
 def quantize(model_or_name: Any, mode: str = "int8", *, weights: str | os.PathLike | None = None,
@@ -84,5 +94,5 @@ def quantize(model_or_name: Any, mode: str = "int8", *, weights: str | os.PathLi
     if done:
         raise ValueError(f"{model.name} is quantized already ({', '.join(done)}): quantize the "
                          "float model once.")
-    model.quantize(mode, filters=_quantizable)
+    model.quantize(mode, filters=_quantizable(model))
     return model

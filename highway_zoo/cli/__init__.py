@@ -64,17 +64,28 @@ RESUMABLE = {"train": "the run resumes from its last checkpoint",
 
 def build_parser(command: str | None = None) -> ArgumentParser:
     """The parser; only `command`'s own arguments are added (its module imported)."""
+    return _parsers(command)[0]
+
+
+def command_parser(command: str) -> ArgumentParser:
+    """`command`'s own parser, with its arguments: what `highway-zoo COMMAND --help` prints."""
+    return _parsers(command)[1]
+
+
+def _parsers(command: str | None) -> tuple[ArgumentParser, ArgumentParser | None]:
     parser = ArgumentParser(prog="highway-zoo",
                             description="Highway Networks model zoo (Keras 3).")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    own = None
     for name, (module, summary) in COMMANDS.items():
         p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
         if name == command:
             add_arguments, run = importlib.import_module(f"{__name__}.{module}").COMMANDS[name]
             add_arguments(p)
             p.set_defaults(call=run)
-    return parser
+            own = p
+    return parser, own
 
 
 def _command(argv: list[str]) -> str | None:
@@ -216,18 +227,13 @@ def run() -> None:
     and closed, and the interpreter's teardown of Keras's and its backend's objects and modules
     is all that is left: 0.9-1.4 s of a training run's wall time (bench.whole_process, the
     "exit" phase). So the process flushes its output, runs the atexit handlers (temporary
-    directories, JAX's own clean-up) and ends there, unless a thread the interpreter would wait
-    for is still running (a daemon thread, such as `training.compile_ahead`'s, it would not)."""
+    directories, JAX's own clean-up) and ends there (`training.private_api.exit_without_teardown`),
+    unless a thread the interpreter would wait for (not a daemon) is still running."""
     code = main()
     if "keras" in sys.modules and not threads_to_wait_for():
-        import atexit
-        import logging
+        from training import private_api
 
-        logging.shutdown()
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        private_api.exit_without_teardown(code)
     sys.exit(code)
 
 

