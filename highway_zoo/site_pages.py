@@ -328,6 +328,8 @@ def _columns(meta: dict[str, Any]) -> str:
     pretrained = meta.get("pretrained") or {}
     accuracy = pretrained.get("test_accuracy")
     shipped = f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else "-"
+    if "test_perplexity" in pretrained:  # a language model
+        shipped = f"perplexity {pretrained['test_perplexity']:.2f}"
     if pretrained and shipped_note(pretrained):
         shipped += " (sample)"
     return (f"{meta.get('dataset', '-')} | {_number(meta.get('params'))} | "

@@ -20,7 +20,6 @@ from layers.variants import ALL_VARIANTS, GATED_SKIPS, VARIANTS
 _LAZY = {
     "BNHighwayBlock": "layers.bn_highway_block",
     "CaffeImageNetPreprocessing": "layers.caffe_imagenet_preprocessing",
-    "CarriedStateLSTM": "layers.carried_state_lstm",
     "CharCNNEmbedder": "layers.char_cnn_embedder",
     "GlobalContrastNormalization": "layers.global_contrast_normalization",
     "HighwayConv2D": "layers.highway_conv2d",

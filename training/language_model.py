@@ -353,6 +353,7 @@ class _Checkpoint:
             (self.directory / previous["file"]).unlink(missing_ok=True)
 
     def restore(self, state: dict[str, Any]) -> keras.Model:
+        import layers.carried_state_lstm  # noqa: F401  (registers the stateful LSTM)
         import zoo.model  # noqa: F401  (registers HighwayZooModel for load_model)
 
         return keras.saving.load_model(self.directory / state["file"])

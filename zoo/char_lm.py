@@ -116,7 +116,8 @@ def char_lm(
     """
     import keras
 
-    from layers import CarriedStateLSTM, CharCNNEmbedder
+    from layers import CharCNNEmbedder
+    from layers.carried_state_lstm import CarriedStateLSTM
 
     steps, max_word_length = _check_shape(input_shape)
     if pooling is not None:
@@ -159,8 +160,8 @@ def char_lm(
 
 def trained_weights(model) -> list:
     """A language model's trained weights as arrays, without the states a stateful form
-    carries (`layers.CarriedStateLSTM`): what moves between its stateful and stateless forms,
-    in the order of the stateless form's `get_weights()`."""
+    carries (`layers.carried_state_lstm`): what moves between its stateful and stateless
+    forms, in the order of the stateless form's `get_weights()`."""
     import keras
 
     from layers.carried_state_lstm import is_carried_state

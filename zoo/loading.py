@@ -376,7 +376,7 @@ def load_into(model: HighwayZooModel, source: WeightsSource, user_overrides=None
 
 def _trained(layer) -> list:
     """The layer's weights but a stateful LSTM's carried states, which belong to one batch
-    size and are no part of trained weights (layers.CarriedStateLSTM)."""
+    size and are no part of trained weights (layers.carried_state_lstm)."""
     from layers.carried_state_lstm import is_carried_state
 
     return [w for w in layer.weights if not is_carried_state(w)]

@@ -10,7 +10,7 @@ batch, SGD with the global norm clipped at 5, the cross-entropy summed over the 
 
   (a) zoo: `zoo.load(model, stateful=True, batch_size=20)`: `layers.CharCNNEmbedder` (masked
       max over each word's windows, the activation after the max), `HighwayDense` and
-      `layers.CarriedStateLSTM`;
+      `layers.carried_state_lstm.CarriedStateLSTM`;
   (b) stock: `Embedding`, `TimeDistributed(Conv1D(tanh))`, `TimeDistributed(
       GlobalMaxPooling1D)`, highway layers of two `Dense` each and `LSTM(stateful=True)`, as
       one writes them with Keras's own layers (same parameters as (a), checked);
