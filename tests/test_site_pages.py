@@ -33,7 +33,12 @@ def test_every_registered_model_has_a_card_with_its_numbers(name):
     pretrained = meta.get("pretrained")
     if pretrained:
         assert pretrained["sha256"] in card and 'weights="default"' in card
-        assert f"{pretrained['test_accuracy']:.4f}" in card
+        if "test_perplexity" in pretrained:  # a language model: its perplexity and its texts
+            assert f"| test perplexity | {pretrained['test_perplexity']:.2f} " in card
+            for example in pretrained["examples"]:
+                assert f'"{example["text"]}"' in card
+        else:
+            assert f"{pretrained['test_accuracy']:.4f}" in card
     else:
         assert "ships without weights" in card
 
