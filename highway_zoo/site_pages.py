@@ -344,7 +344,7 @@ def readme_models_table(metas: list[dict[str, Any]]) -> str:
     return "\n".join(rows + [f"| `{meta['name']}` | {_columns(meta)} |" for meta in metas])
 
 
-def _measured_columns(row: dict[str, str] | None) -> list[str]:
+def _measured_columns(row: dict[str, str] | None, meta: dict[str, Any]) -> list[str]:
     """A models-table row's cells (`bench.models_table`'s CSV): dataset, parameters, the paper's
     number, the shipped accuracy, then GFLOPs, batch and speeds; '-' where the CSV has none."""
     if row is None:
@@ -352,6 +352,9 @@ def _measured_columns(row: dict[str, str] | None) -> list[str]:
     paper = (f"{row['paper_metric'].replace('_', ' ')} {row['paper_value']}"
              if row["paper_metric"] else "-")
     shipped = "-"
+    perplexity = (meta.get("pretrained") or {}).get("test_perplexity")
+    if perplexity is not None:  # a language model's score is no accuracy
+        shipped = f"perplexity {perplexity:.2f}"
     if row["top1"]:
         shipped = f"{float(row['top1']):.2f}" + (" (sample)" if "sample" in row["top1_eval"]
                                                   else "")
@@ -436,7 +439,7 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
                 "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for meta in metas:
         cells = (_columns(meta) if measured is None
-                 else " | ".join(_measured_columns(measured.get(meta["name"]))))
+                 else " | ".join(_measured_columns(measured.get(meta["name"]), meta)))
         out.append(f"| [`{meta['name']}`]({meta['name']}.md) | {cells} | "
                    f"{meta.get('provenance', '-')} | `{meta.get('family', '-')}` |")
     out += [""]
