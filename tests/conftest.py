@@ -166,6 +166,8 @@ HEAVY = (
     "tests/test_pretrained.py::test_shipped_weights_score_what_their_record_says[highway_conv32_fashion_mnist]",
     "tests/test_mixed_precision.py::test_a_zoo_model_of_every_family_trains_and_predicts_under_mixed_precision[mixed_float16-highway50_imagenet-",
     "tests/test_backends.py::test_char_lm_forward_and_a_train_step_match_tensorflow[jax]",
+    "tests/test_backends.py::test_language_model_states_carry_from_batch_to_batch[jax]",
+    "tests/test_backends.py::test_language_model_states_carry_from_batch_to_batch[torch]",
     "tests/test_faults.py::test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it",
     "tests/test_mixed_precision.py::test_a_zoo_model_of_every_family_trains_and_predicts_under_mixed_precision[mixed_bfloat16-highway50_imagenet-",
     "tests/test_backends.py::test_layers_match_tensorflow[jax]",
