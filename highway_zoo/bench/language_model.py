@@ -19,7 +19,8 @@ batch, SGD with the global norm clipped at 5, the cross-entropy summed over the 
       biases per gate).
 
 After a warm-up (tracing), (a), (b) and (c) alternate `--repeats` times, `--steps` training
-steps each (one `fit` call for a Keras net, as an epoch is one); the table gives the median
+steps each (one `fit` call for a Keras net, as an epoch is one), timed in steady state from
+the end of the second step to the end of the last; the table gives the median
 tokens/s of each and the medians of the per-repeat ratios to (c) (back-to-back runs on a shared
 machine: the ratio cancels most of its load). Keras's backend is the process's
 (`KERAS_BACKEND`). Writes highway_zoo/bench/results/language_model_<backend>.json (`--out`).
@@ -84,9 +85,19 @@ def _compiled(model):
 
 
 def _tokens_per_second(model, x, y, batch: int) -> float:
-    start = time.perf_counter()
-    model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
-    return y.size / (time.perf_counter() - start)
+    """Steady-state training tokens/s of one `fit` over (x, y): timed from the end of its
+    second batch to the end of its last (an epoch is one `fit` of 1,328 batches on PTB, so
+    `fit`'s own start-up, seconds for a few dozen batches, is left out)."""
+    import keras
+
+    ends = []
+
+    class Clock(keras.callbacks.Callback):
+        def on_train_batch_end(self, step, logs=None):
+            ends.append(time.perf_counter())
+
+    model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0, callbacks=[Clock()])
+    return (len(ends) - 2) * batch * y.shape[1] / (ends[-1] - ends[1])
 
 
 def torch_net(args: dict):
@@ -112,6 +123,9 @@ def run(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 
     from training import distribute
     from zoo.char_lm import trained_weights
 
+    if steps < 3:
+        raise ValueError(f"steps must be at least 3 (timed from the end of the second). "
+                         f"Received: {steps}")
     args = {**zoo.describe(model_name)["architecture_args"], **overrides}
     ours = _compiled(zoo.load(model_name, stateful=True, batch_size=batch, **overrides))
     stock = _compiled(stock_model(args, batch))
@@ -135,7 +149,7 @@ def run(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 
     nets = {"zoo": lambda x, y: _tokens_per_second(ours, x, y, batch),
             "stock": lambda x, y: _tokens_per_second(stock, x, y, batch), "torch": torch_rate}
     for rate in nets.values():  # warm-up: tracing
-        rate(x[:2 * batch], y[:2 * batch])
+        rate(x[:3 * batch], y[:3 * batch])
     runs = {name: [] for name in nets}
     for _ in range(repeats):
         for name, rate in nets.items():
