@@ -386,13 +386,8 @@ def prepare_ptb(source: str | os.PathLike, out: str | os.PathLike, *,
         "standard": all(found["standard"] for found in identity.values()),
         "preparation": "Mikolov's ptb.train.txt, ptb.valid.txt and ptb.test.txt copied byte "
                        "for byte (his 10k vocabulary, <unk> already in the text)",
-        "splits": stats,
-        "characters": len(character_vocabulary(tokens)),  # with PAD, START, END, '+', '|'
-        "max_word_length": limit,
-        "seconds": round(time.perf_counter() - start, 2),
     }
-    _write(out / "corpus.json", json.dumps(record, indent=2) + "\n")
-    return record
+    return _finish(out, record, stats, tokens, limit, start)
 
 
 def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
@@ -408,16 +403,13 @@ def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
     if not source.is_dir():
         raise CorpusNotFoundError(f"{source} is not a directory: give --from the directory "
                                   "holding Mikolov's ptb.valid.txt and ptb.test.txt.")
-    files = {}
+    files = _ptb_files(source, ("valid", "test"))
     for split in ("valid", "test"):
-        found = [source / n for n in (f"ptb.{split}.txt", f"{split}.txt")
-                 if (source / n).is_file()]
-        if not found:
+        if split not in files:
             raise CorpusNotFoundError(
                 f"{source}: ptb.{split}.txt is missing: put Mikolov's ptb.{split}.txt there (e.g. "
                 f"from yoonkim/lstm-char-cnn, data/ptb/{split}.txt).")
-        files[split] = found[0]
-        read_lines(found[0])  # fails fast on an empty or non-UTF-8 file
+        read_lines(files[split])  # fails fast on an empty or non-UTF-8 file
     texts = {split: path.read_text(encoding="utf-8").splitlines(keepends=True)
              for split, path in files.items()}
     valid_lines = [line for line in texts["valid"] if line.strip()]
@@ -446,11 +438,17 @@ def prepare_ptb_valid_test(source: str | os.PathLike, out: str | os.PathLike, *,
                        f"{files['valid'].name}, valid = its last {1 - PTB_TRAIN_FRACTION:.0%}, "
                        f"test = {files['test'].name}; words as they are (Mikolov's 10k "
                        "vocabulary); not PTB's perplexities",
-        "splits": stats,
-        "characters": len(character_vocabulary(tokens)),  # with PAD, START, END, '+', '|'
-        "max_word_length": limit,
-        "seconds": round(time.perf_counter() - start, 2),
     }
+    return _finish(out, record, stats, tokens, limit, start)
+
+
+def _finish(out: Path, record: dict, stats: dict, tokens: dict, limit: int,
+            start: float) -> dict:
+    """A PTB corpus's record completed (splits, characters, word length, seconds) and written
+    last, as `corpus.json`: a directory with one is complete."""
+    record = {**record, "splits": stats,
+              "characters": len(character_vocabulary(tokens)),  # with PAD, START, END, '+', '|'
+              "max_word_length": limit, "seconds": round(time.perf_counter() - start, 2)}
     _write(out / "corpus.json", json.dumps(record, indent=2) + "\n")
     return record
 
