@@ -103,19 +103,19 @@ def generate(model, prompt: str | Sequence[str], max_length: int = 20, *,
         stop_token: the word that ends the text (not returned); None: none does.
     """
     _check(model, max_length, sampler, k)
-    if not isinstance(prompt, str):
-        rng = np.random.default_rng(seed)  # one stream for the batch, drawn in order
-        return [_generate(model, p, max_length, sampler, k, rng, stop_token) for p in prompt]
-    return _generate(model, prompt, max_length, sampler, k, np.random.default_rng(seed),
-                     stop_token)
-
-
-def _generate(model, prompt, max_length, sampler, k, rng, stop_token) -> str:
-    words = str(prompt).split()
-    writer = _Writer(model)
+    writer = _Writer(model)  # one stateful copy, its states zeroed for each prompt
     if stop_token is not None and stop_token not in writer.words:
         raise ValueError(f"stop_token {stop_token!r} is not a word of this model; pass None "
                          "to stop at max_length only.")
+    rng = np.random.default_rng(seed)  # one stream for a batch, drawn in order
+    if not isinstance(prompt, str):
+        return [_generate(writer, p, max_length, sampler, k, rng, stop_token) for p in prompt]
+    return _generate(writer, prompt, max_length, sampler, k, rng, stop_token)
+
+
+def _generate(writer, prompt, max_length, sampler, k, rng, stop_token) -> str:
+    words = str(prompt).split()
+    writer.reset()
     log_probs = writer.read([EOS, *words])
     while len(words) < max_length:
         word = writer.words[_next(log_probs, sampler, k, rng)]
