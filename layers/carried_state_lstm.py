@@ -45,3 +45,10 @@ class CarriedStateLSTM(keras.layers.LSTM):
                 self.add_weight(shape=tuple(state.shape), initializer="zeros", trainable=False,
                                 name=f"{CARRIED_PREFIX}{part}")
                 for part, state in zip(("h", "c"), self.states)]
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        # The loop reads copies: on PyTorch the states are the variables' own tensors, and
+        # `call` assigns the new states to them in place, which autograd refuses for a tensor
+        # the loss still depends on (the unmasked LSTM path reads them directly).
+        initial_state = [keras.ops.copy(state) for state in initial_state]
+        return super().inner_loop(sequences, initial_state, mask, training=training)

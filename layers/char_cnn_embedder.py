@@ -36,7 +36,9 @@ class CharCNNEmbedder(keras.layers.Layer):
     A token whose characters are all padding is a padding token: the layer's output mask
     (`compute_mask`) is False there, so an `LSTM` after it skips it, as after
     `Embedding(mask_zero=True)`. The layer's own output at such a token is a finite vector that
-    nothing downstream should read.
+    nothing downstream should read. `mask_padding=False` computes no mask, for a net that reads
+    a contiguous stream (no token is padding): there an LSTM gets no mask, which on a GPU lets
+    Keras's JAX backend run it through cuDNN (`jax.experimental.rnn`), as it does only unmasked.
 
     Gate conventions of the weights people load (all the same function, the sign and the gate
     differ; convert b by these rules when porting):
@@ -73,6 +75,8 @@ class CharCNNEmbedder(keras.layers.Layer):
             `"glorot_uniform"`.
         bias_initializer: of the convolutions and the highway layers' b_H. Defaults to `"zeros"`.
         padding_id: the character id of padding. Defaults to 0.
+        mask_padding: whether the output mask marks padding tokens (`compute_mask`); `False`
+            passes the incoming mask on unchanged (None if none). Defaults to `True`.
         layerscale_init, gru_gate_bias, laurel_rank: the gated skips' arguments, passed to
             the highway layers (as in `HighwayDense`; each read by its variant only).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
@@ -115,6 +119,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         padding_id: int = 0,
+        mask_padding: bool = True,
         layerscale_init=1e-5,
         gru_gate_bias=2.0,
         laurel_rank=None,
@@ -145,6 +150,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.padding_id = int(padding_id)
+        self.mask_padding = bool(mask_padding)
         self.supports_masking = True
 
         self.embedding = keras.layers.Embedding(
@@ -219,6 +225,8 @@ class CharCNNEmbedder(keras.layers.Layer):
         return ops.reshape(x, (*leading, self.output_dim))
 
     def compute_mask(self, inputs, mask=None):
+        if not self.mask_padding:
+            return mask
         token = ops.any(ops.not_equal(inputs, self.padding_id), axis=-1)
         return token if mask is None else ops.logical_and(token, mask)
 
@@ -244,6 +252,7 @@ class CharCNNEmbedder(keras.layers.Layer):
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "padding_id": self.padding_id,
+            "mask_padding": self.mask_padding,
         })
         if self.highways:  # the gated skip's own argument, as the highway layers keep it
             config.update(self.highways[0]._skip_config())

@@ -137,6 +137,19 @@ def test_mask_marks_padding_tokens_and_lstm_ignores_them():
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 
+def test_mask_padding_false_computes_no_mask_and_passes_the_incoming_one_on():
+    chars = _chars()
+    layer = _layer(mask_padding=False)
+    assert layer.compute_mask(chars) is None
+    incoming = np.array([[True, False, True], [False, True, True]])
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(layer.compute_mask(chars, incoming)), incoming)
+    assert CharCNNEmbedder.from_config(layer.get_config()).mask_padding is False
+    # The embedding itself does not depend on the mask (same seeded weights).
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(_layer()(chars)),
+                                  keras.ops.convert_to_numpy(layer(chars)))
+
+
 def test_config_round_trip_and_keras_file(tmp_path):
     layer = _layer(highway_variant="full", transform_bias_initializer=-1.0)
     config = layer.get_config()

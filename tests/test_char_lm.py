@@ -91,6 +91,17 @@ def test_include_top_false_gives_the_embedders_features():
     assert out.shape == (2, 5, 525) == (2, 5, *zoo.describe(SMALL)["features"]["shape"][1:])
 
 
+def test_only_the_stateless_form_masks_padding_words():
+    # The stateful form reads contiguous BPTT batches (no padding word): its LSTMs get no mask,
+    # which is what lets Keras's JAX backend run them through cuDNN on a GPU.
+    def lstm_masks(model):
+        return [getattr(layer._inbound_nodes[0].input_tensors[0], "_keras_mask", None)
+                is not None for layer in model.layers if layer.name.startswith("lstm_")]
+
+    assert lstm_masks(zoo.load(SMALL, stateful=True, batch_size=2)) == [False, False]
+    assert lstm_masks(zoo.load(SMALL)) == [True, True]
+
+
 def test_kims_learning_rate_rule():
     recipe = {"lr_plateau_decay": 0.5, "lr_plateau_min_improvement": 1.0}
     # Epochs 1-2 never decay (main.lua checks from the third validation on); then a drop of

@@ -139,6 +139,9 @@ def char_lm(
         transform_bias_initializer=transform_bias,
         embeddings_initializer=_uniform(init_scale), kernel_initializer=_uniform(init_scale),
         bias_initializer=_uniform(init_scale), name="embedder",
+        # A stateful net reads a contiguous stream, where no word is padding: with no mask the
+        # LSTMs run through cuDNN on a GPU under JAX (Keras skips cuDNN when a mask is given).
+        mask_padding=not stateful,
     )(inputs)
     if not include_top:
         return inputs, x
