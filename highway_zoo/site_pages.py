@@ -461,15 +461,41 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
     return "\n".join(out)
 
 
-def cli_reference() -> str:
-    """Every command's `--help`, from the parsers themselves."""
-    from highway_zoo.cli import COMMANDS, build_parser, command_parser
+# What every command shares; the options themselves come from the parsers below it.
+_CLI_CONVENTIONS = [
+    "- `--out DIR` is where a command writes, never overwritten: an interrupted `train`, "
+    "`tune`, `fig1`, `sweep`, `bias-study` or `variants` resumes there when run again with the "
+    "same options.",
+    "- `--weights` is any weights source: the shipped `default`, a run or preset directory, a "
+    "`.weights.h5` file. b_T is `--transform-bias`; `--data-dir` holds the upstream dataset "
+    "files; `--corpus DIR` a text in Mikolov's format (`prepare-text` writes one).",
+    "- Lists are read one way: `--depths 10,20,50` or `--depths 10 20 50`; a list starting "
+    "with a negative number as `--transform-bias -1 -2` or `--transform-bias=-1,-2`.",
+    "- A mistake you can fix (an unknown name, an override a family lacks, a weights file "
+    "whose sha256 does not match, a malformed dataset file, an existing run or version) is one "
+    "line on stderr and exit status 2; a run that fails on its own (a non-finite loss) exits "
+    "with 1, Ctrl-C or SIGTERM with 130 or 143.",
+]
 
-    out = ["# Command-line reference", "",
-           "Generated from the parsers (`highway_zoo.cli.build_parser`): what "
-           "`highway-zoo COMMAND --help` prints. [The command line](commands.md) explains "
-           "the conventions every command shares.", "", "```text",
-           build_parser().format_help().rstrip(), "```", ""]
+
+def cli_reference() -> str:
+    """The command-line reference: the commands with their one-line help, the conventions
+    they share, then every command's `--help`, from the parsers themselves."""
+    from highway_zoo.cli import COMMANDS, LIGHT, build_parser, command_parser
+
+    parser = build_parser()
+    out = ["# The command line", "",
+           "`highway-zoo` (in `.venv/bin/`; `python -m highway_zoo` is the same command). "
+           "This page is generated from the parsers (`highway_zoo.cli.build_parser`): each "
+           "section is what `highway-zoo COMMAND --help` prints.", "",
+           "| command | what it does |", "| --- | --- |"]
+    out += [f"| [`{name}`](#{name}) | {summary} |" for name, (_, summary) in COMMANDS.items()]
+    light = ", ".join(f"`{name}`" for name in LIGHT)
+    out += ["", "## Conventions", "", *_CLI_CONVENTIONS,
+            f"- `--help`, `--version`, {light} import neither Keras nor TensorFlow and answer "
+            "at once; the other commands import Keras and its backend first, with "
+            "TensorFlow's C++ start-up lines kept off the terminal.", "",
+            "## `highway-zoo`", "", "```text", parser.format_help().rstrip(), "```", ""]
     for command in COMMANDS:
         out += [f"## `{command}`", "", "```text",
                 command_parser(command).format_help().rstrip(), "```", ""]

@@ -4,6 +4,8 @@ the models index and the command-line reference cover everything there is."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
@@ -95,11 +97,29 @@ def test_the_index_lists_every_model_and_notes_the_mnist_sample():
     assert 'id="model-filter"' in index
 
 
-def test_the_cli_reference_has_every_command_from_its_parser():
+def _subcommands() -> list[str]:
+    """The parser's subcommands as argparse lists them to a user who names none of them."""
+    parser = cli.build_parser()
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
+        parser.parse_args(["no-such-command"])
+    choices = re.search(r"choose from (.*)\)", err.getvalue())
+    assert choices, err.getvalue()
+    return re.findall(r"'([^']+)'", choices.group(1))
+
+
+def test_the_cli_reference_has_every_subcommand_of_the_parser():
     text = site_pages.cli_reference()
-    for command in cli.COMMANDS:
-        assert f"## `{command}`" in text and f"usage: highway-zoo {command}" in text
+    commands = _subcommands()
+    assert {"prepare-text", "generate", "variants", "train", "bench"} <= set(commands)
+    assert commands == list(cli.COMMANDS)
+    for command in commands:
+        assert f"## `{command}`" in text and f"usage: highway-zoo {command}" in text, command
+        assert f"| [`{command}`](#{command}) |" in text, command  # the table of commands
     assert "--version" in text
+    # what a hand-written reference once left out
+    section = {c: text.split(f"## `{c}`")[1].split("\n## ")[0] for c in commands}
+    assert "--corpus" in section["variants"] and "--corpus" in section["analyze"]
+    assert "data_parallel" in section["train"]
 
 
 def test_zoo_save_refuses_a_model_that_is_not_a_zoo_model_in_one_line(tmp_path):
