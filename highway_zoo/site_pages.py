@@ -127,9 +127,8 @@ def shipped_note(pretrained: dict[str, Any]) -> str:
     test set (the MNIST sample is 5,000 digits, not the full MNIST)."""
     source = str(pretrained.get("dataset", {}).get("source", ""))
     if "sample" in source.lower():
-        return ("measured on the 1,000-digit test part of a 5,000-digit MNIST sample (the full "
-                "MNIST is not on these machines): not comparable with the paper's full-MNIST "
-                "figure")
+        return ("measured on the 1,000-digit test part of the 5,000-digit MNIST sample they "
+                "were trained on: not comparable with the paper's full-MNIST figure")
     return ""
 
 
@@ -161,16 +160,10 @@ def stages_table(stages: list[dict[str, Any]]) -> str:
     return "\n".join(["| stage | layer | stride | shape |", "| --- | --- | ---: | --- |", *rows])
 
 
-def model_card(meta: dict[str, Any]) -> str:
-    """A model's page, from `zoo.describe(name)`."""
-    name = meta["name"]
-    paper = str(meta.get("paper") or "")
+def _glance(meta: dict[str, Any]) -> list[str]:
+    """The card's first section: what the model is, in one table, and its feature stages."""
     features = meta.get("features") or {}
-    numbers = paper_numbers(meta)
-    metric = meta.get("paper_metric") or ""
-    out = [f"# {name}", "", meta.get("description", "") or "", ""]
-
-    out += ["## At a glance", "", _table([
+    out = ["## At a glance", "", _table([
         ("family", _code(meta["family"]) if meta.get("family") else ""),
         ("dataset", _code(meta["dataset"]) if meta.get("dataset") else ""),
         ("parameters (computed from the built model)", _number(meta.get("params"))),
@@ -195,8 +188,13 @@ def model_card(meta: dict[str, Any]) -> str:
                 + (", named by keras-hub's pyramid levels (`P` and log2 of the stride)."
                    if stages[0].get("stride") is not None else ", named by layer."),
                 "", stages_table(stages), ""]
+    return out
 
-    out += ["## Where it comes from", "", f"**Paper:** {paper or '-'}", ""]
+
+def _origin(meta: dict[str, Any]) -> list[str]:
+    """Where the architecture comes from: the paper, the provenance, what is reconstructed, the
+    skip form of a gated-skip net."""
+    out = ["## Where it comes from", "", f"**Paper:** {meta.get('paper') or '-'}", ""]
     if meta.get("provenance"):
         meaning = meta.get("provenance_meaning") or ""
         out += [f"**Provenance:** `{meta['provenance']}`" + (f": {meaning}." if meaning else ""),
@@ -217,63 +215,94 @@ def model_card(meta: dict[str, Any]) -> str:
         ]), ""]
     if meta.get("not_in_any_paper"):
         out += [f"**What no paper has:** {meta['not_in_any_paper']}", ""]
+    return out
 
-    out += ["## The paper's numbers", ""]
-    if numbers:
-        if metric:
-            out += [f"Metric: {metric}.", ""]
-        out += ["| reported | value |", "| --- | ---: |"]
-        out += [f"| {_label(k)} | {_number(v)} |" for k, v in numbers.items()]
-        out += [""]
-    else:
-        out += ["The paper reports no number for this exact network" +
-                (f" ({metric})." if metric else "."), ""]
 
+def _paper_section(meta: dict[str, Any]) -> list[str]:
+    numbers, metric = paper_numbers(meta), meta.get("paper_metric") or ""
+    out = ["## The paper's numbers", ""]
+    if not numbers:
+        return out + ["The paper reports no number for this exact network"
+                      + (f" ({metric})." if metric else "."), ""]
+    if metric:
+        out += [f"Metric: {metric}.", ""]
+    out += ["| reported | value |", "| --- | ---: |"]
+    return out + [f"| {_label(k)} | {_number(v)} |" for k, v in numbers.items()] + [""]
+
+
+def _source(text: str) -> str:
+    """A dataset's source without the local path it was read from (where a user keeps the
+    data is theirs to choose)."""
+    return re.sub(r"\s*\bat /\S*|^/\S*$", "", text).strip()
+
+
+def _score(pretrained: dict[str, Any]) -> tuple[str, str]:
+    """The shipped weights' headline number: a language model's perplexity, else accuracy."""
+    if "test_perplexity" in pretrained:
+        return ("test perplexity", f"{pretrained['test_perplexity']:.2f} "
+                f"({pretrained.get('test_evaluation', '')}; validation "
+                f"{pretrained['val_perplexity']:.2f})")
+    accuracy, note = pretrained.get("test_accuracy"), shipped_note(pretrained)
+    shown = f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else _number(accuracy)
+    return "test accuracy", shown + (f" ({note})" if note else "")
+
+
+_LIBRARIES = {"keras": "Keras", "tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch",
+              "python": "Python", "numpy": "NumPy"}
+
+
+def _shipped_rows(pretrained: dict[str, Any]) -> list[tuple[str, str]]:
+    """The shipped weights' table: their score, data, recipe, how they were trained, the file."""
+    recipe, dataset = pretrained.get("recipe") or {}, pretrained.get("dataset") or {}
+    source = _source(str(dataset.get("source", "")))
+    versions = ", ".join(f"Keras's {v} backend" if k == "backend" else
+                         f"{_LIBRARIES.get(k, k)} {v}"
+                         for k, v in (pretrained.get("versions") or {}).items())
+    seconds = pretrained.get("train_seconds")
+    # The device kind tells a user what the training time means; the host's name does not.
+    device = next((f" on a {kind}" for kind in ("GPU", "TPU", "CPU")
+                   if kind in str(pretrained.get("machine", ""))), "")
+    vocabulary = pretrained.get("vocabulary")
+    return [
+        _score(pretrained),
+        ("trained and tested on", f"{dataset.get('name', '')}: "
+         f"{_number(dataset.get('num_train'))} / {_number(dataset.get('num_test'))} examples"
+         + (f" ({source})" if source else "") if dataset else ""),
+        ("recipe", f"`{recipe.get('name', '')}`: {recipe.get('source', '')}" if recipe else ""),
+        ("epochs", _number(pretrained.get("epochs"))),
+        ("settings it was trained with", _code(json.dumps(pretrained["training_overrides"]))
+         if pretrained.get("training_overrides") else ""),
+        ("command", _code(pretrained["command"]) if pretrained.get("command") else ""),
+        ("trained", ", ".join(part for part in (
+            pretrained.get("date", ""), versions,
+            f"{seconds:,.0f} s of training{device}" if isinstance(seconds, (int, float))
+            else "") if part)),
+        ("file", _code(pretrained.get("file", ""))),
+        ("sha256", _code(pretrained.get("sha256", ""))),
+        ("vocabulary", f"{_code(vocabulary['file'])}: {vocabulary['words']:,} words, "
+         f"{vocabulary['chars']} characters (sha256 {_code(vocabulary['sha256'])})"
+         if vocabulary else ""),
+    ]
+
+
+def _shipped(meta: dict[str, Any]) -> list[str]:
     pretrained = meta.get("pretrained")
-    out += ["## Shipped weights", ""]
-    if pretrained:
-        recipe = pretrained.get("recipe") or {}
-        dataset = pretrained.get("dataset") or {}
-        note = shipped_note(pretrained)
-        accuracy = pretrained.get("test_accuracy")
-        score = ("test perplexity", f"{pretrained['test_perplexity']:.2f} "
-                 f"({pretrained.get('test_evaluation', '')}; validation "
-                 f"{pretrained['val_perplexity']:.2f})") if "test_perplexity" in pretrained \
-            else ("test accuracy", (f"{accuracy:.4f}" if isinstance(accuracy, (int, float))
-                                    else _number(accuracy)) + (f" ({note})" if note else ""))
-        out += [_table([
-            score,
-            ("trained and tested on", f"{dataset.get('name', '')}: "
-             f"{_number(dataset.get('num_train'))} / {_number(dataset.get('num_test'))} "
-             f"examples ({dataset.get('source', '')})" if dataset else ""),
-            ("recipe", f"`{recipe.get('name', '')}`: {recipe.get('source', '')}"
-             if recipe else ""),
-            ("epochs", _number(pretrained.get("epochs"))),
-            ("training time", f"{pretrained['train_seconds']:,.0f} s"
-             if isinstance(pretrained.get("train_seconds"), (int, float)) else ""),
-            ("settings it was trained with", _code(json.dumps(pretrained["training_overrides"]))
-             if pretrained.get("training_overrides") else ""),
-            ("command", _code(pretrained["command"]) if pretrained.get("command") else ""),
-            ("date, machine", f"{pretrained.get('date', '')}, {pretrained.get('machine', '')}"),
-            ("file", _code(pretrained.get("file", ""))),
-            ("sha256", _code(pretrained.get("sha256", ""))),
-            ("vocabulary", f"{_code(pretrained['vocabulary']['file'])}: "
-             f"{pretrained['vocabulary']['words']:,} words, "
-             f"{pretrained['vocabulary']['chars']} characters (sha256 "
-             f"{_code(pretrained['vocabulary']['sha256'])})"
-             if pretrained.get("vocabulary") else ""),
-        ]), ""]
-        out += _written(pretrained.get("examples") or [])
-    else:
-        out += ["None: this architecture ships without weights (`weights=None` builds it with "
-                "fresh ones; train it with `highway-zoo train " + name + "`).", ""]
-        if meta.get("weights_note"):
-            out += [f"**Why:** {meta['weights_note']}", ""]
+    out = ["## Shipped weights", ""]
+    if not pretrained:
+        return out + ["None: this architecture ships without weights (`weights=None` builds it "
+                      "with fresh ones; train it with `highway-zoo train " + meta["name"]
+                      + "`).", ""]
+    return out + [_table(_shipped_rows(pretrained)), ""] + _written(
+        pretrained.get("examples") or [])
 
-    weights = ', weights="default"' if pretrained else ""
-    out += ["## Load it", "", "```python", "import zoo", "",
-            f'model = zoo.load("{name}"{weights})',
-            "```", ""]
+
+def _usage(meta: dict[str, Any]) -> list[str]:
+    """How to load it, fine-tune it and train it."""
+    name = meta["name"]
+    weights = ', weights="default"' if meta.get("pretrained") else ""
+    features = meta.get("features") or {}
+    out = ["## Load it", "", "```python", "import zoo", "", f'model = zoo.load("{name}"{weights})',
+           "```", ""]
     overridable = meta.get("overridable") or []
     top = [k for k in ("include_top", "pooling", "classes") if k in overridable]
     if top:
@@ -284,37 +313,48 @@ def model_card(meta: dict[str, Any]) -> str:
         if "include_top" in top:
             pooling = ', pooling="avg"' if features.get("pooled_shape") is not None else ""
             out += [f'features = zoo.load("{name}"{weights}, include_top=False{pooling})']
-        if stages:
+        if meta.get("feature_stages"):
             out += [f'stages = zoo.load("{name}"{weights}, include_top=False, '
                     'feature_stages="all")']
         out += ["```", ""]
     if overridable:
         out += ["Arguments it takes: " + ", ".join(f"`{k}`" for k in overridable) +
                 " (`zoo.describe(name)[\"overridable\"]`).", ""]
-    out += ["From the command line:", "", "```bash", f"highway-zoo describe {name}",
-            f"highway-zoo train {name} --recipe quick --out runs/{name}", "```", ""]
+    return out + ["From the command line:", "", "```bash", f"highway-zoo describe {name}",
+                  f"highway-zoo train {name} --recipe quick --out runs/{name}", "```", ""]
 
+
+def _details(meta: dict[str, Any]) -> list[str]:
+    """The recipe's settings, the builder's arguments, any metadata the card does not know,
+    and the BibTeX."""
+    out = []
     settings = meta.get("recipe_settings") or {}
     if settings:
         out += [f"## The recipe `{meta.get('recipe', '')}`", "", "| setting | value |",
                 "| --- | --- |"]
         out += [f"| {k} | {_code(json.dumps(v)) if not isinstance(v, str) else v} |"
-                for k, v in settings.items()]
-        out += [""]
-
+                for k, v in settings.items()] + [""]
     args = meta.get("architecture_args") or {}
     if args:
         out += ["## Builder arguments", "", "```json", json.dumps(args, indent=2), "```", ""]
-
     more = {k: v for k, v in meta.items() if k not in _SHOWN and not k.startswith("paper_")}
     if more:
         out += ["## More", "", "| key | value |", "| --- | --- |"]
         out += [f"| `{k}` | {_code(json.dumps(v, default=str))} |" for k, v in more.items()]
         out += [""]
-
+    paper = str(meta.get("paper") or "")
     bib = citation(paper)
-    out += ["## Cite", ""]
-    out += (["```bibtex", bib, "```", ""] if bib else [paper or "-", ""])
+    return out + ["## Cite", ""] + (["```bibtex", bib, "```", ""] if bib else [paper or "-", ""])
+
+
+def model_card(meta: dict[str, Any]) -> str:
+    """A model's page, from `zoo.describe(name)`: what the model is, where it comes from, the
+    paper's and the shipped weights' numbers, how to use it, its recipe. The registry's
+    `weights_note` (why a model ships no weights) is not shown: it speaks of how the zoo was
+    made, not of the model."""
+    out = [f"# {meta['name']}", "", meta.get("description", "") or "", ""]
+    for section in (_glance, _origin, _paper_section, _shipped, _usage, _details):
+        out += section(meta)
     return "\n".join(out)
 
 
