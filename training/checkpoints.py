@@ -1,7 +1,7 @@
 """A run's checkpoints and the callback that takes them.
 
 `Checkpoints` keeps the latest training states of a run in its `checkpoint/` directory;
-`RunMonitor` is the Keras callback of every run (`training.trainer.train`): it stops the
+`RunMonitor` is the Keras callback of every run (`training.run_core`): it stops the
 run at a non-finite loss, and otherwise writes history.json and a checkpoint at the end of
 every epoch (and every `checkpoint_every` steps).
 """
@@ -15,6 +15,7 @@ import math
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,9 +213,11 @@ class RunMonitor(keras.callbacks.Callback):
     """
 
     def __init__(self, run_dir: RunDir, checkpoints: Checkpoints, history: list[dict],
-                 checkpoint_every: int | None):
+                 checkpoint_every: int | None,
+                 entry: Callable[[int, dict[str, float]], dict[str, Any]] | None = None):
         super().__init__()
         self.run_dir, self.checkpoints, self.history = run_dir, checkpoints, history
+        self.entry = entry or self.epoch_entry  # an epoch's history entry from its logs
         self.checkpoint_every = checkpoint_every
         # A checkpoint inside an epoch reads the model at its step: the hook must wait for it.
         self.async_safe = checkpoint_every is None
@@ -268,6 +271,11 @@ class RunMonitor(keras.callbacks.Callback):
         self.failure = {"epoch": epoch + 1, "batch": batch + 1, "iterations": iterations,
                         "loss": str(loss), "message": message}
 
+    def epoch_entry(self, epoch: int, logs: dict[str, float]) -> dict[str, Any]:
+        """An image run's entry: the 1-based epoch, the logs, the epoch's learning rate."""
+        return {"epoch": epoch + 1, **logs,
+                "learning_rate": _scalar(self.model.optimizer.learning_rate)}
+
     def on_epoch_end(self, epoch, logs=None):
         if self.failure is not None:
             return  # the weights are not finite: keep the last good checkpoint
@@ -275,8 +283,7 @@ class RunMonitor(keras.callbacks.Callback):
         if not math.isfinite(logs.get("loss", 0.0)):
             self._fail(logs["loss"], trained_iterations(self.model))
             return
-        entry = {"epoch": epoch + 1, **logs,
-                 "learning_rate": _scalar(self.model.optimizer.learning_rate)}
+        entry = self.entry(epoch, logs)
         if self.first_batch:
             entry["resumed_at_batch"] = self.first_batch  # metrics cover the rest
             self.first_batch = 0

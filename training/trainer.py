@@ -43,53 +43,35 @@ it (`highway-zoo export NAME --weights RUN_DIR`). A run resumed on another backe
 started on goes on (the checkpoint holds the variables' values, readable on any backend) but
 is not bit-identical to an uninterrupted one; the resume message says so.
 
-The pieces: `training.run_dir` (the directory: layout, lock, records, status),
-`training.checkpoints` (checkpoints and the run's monitoring callback),
-`training.pipeline` (the input pipelines).
+The pieces: `training.run_core` (what a run is, for every task: the directory, resumption,
+checkpoints, history, the non-finite stop, the final files, the timeline, the progress),
+with `training.run_dir` and `training.checkpoints`; here the image task (`ImageTask`: its
+dataset, compile, batches from `training.pipeline`, gate summaries and final metrics).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import os
-import platform
-import shutil
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 import keras
-import numpy as np
 
 import zoo
 from training import distribute, tensorflow_on_demand, timeline
-from training.callbacks import GateSummaries, ProgressBar
-from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
+from training.callbacks import GateSummaries
+from training.checkpoints import trained_iterations
 from training.data import Dataset, Examples, load_dataset
 from training.optimizers import apply_weight_decay, is_bias, make_optimizer
 from training.pipeline import EVALUATION_BATCH, evaluation_batches, training_batches
 from training.recipes import FIELD_DEFAULTS, get_recipe, recipe_name
-from training.run_dir import (
-    FINISHED,
-    LOCK_FILE,
-    NON_FINITE,
-    RUNNING,
-    WORKERS_DIR,
-    RunDir,
-    RunDirError,
-    RunWriteError,
-)
-from zoo.weights import hash_path
+from training.run_core import NonFiniteLossError, RunSettings, Task, run
+from training.run_dir import LOCK_FILE, WORKERS_DIR, RunDir, RunDirError, RunWriteError
 
 tensorflow_on_demand.install()
 
-__all__ = ["NonFiniteLossError", "RunDirError", "RunSettings", "RunWriteError", "train",
-           "evaluation_batches", "training_batches"]
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The training loss became NaN or infinite; the run stopped."""
+__all__ = ["ImageTask", "NonFiniteLossError", "RunDirError", "RunSettings", "RunWriteError",
+           "train", "evaluation_batches", "training_batches"]
 
 
 def _check_compatible(name: str, data: Dataset, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -111,52 +93,12 @@ def _check_compatible(name: str, data: Dataset, overrides: dict[str, Any]) -> di
     return overrides
 
 
-@dataclasses.dataclass(frozen=True)
-class RunSettings:
-    """What a run trains and how: all `train()` settles before it takes the directory."""
-
-    config: dict[str, Any]  # architecture, overrides, recipe, seed, dataset: what a resume
-    data: Dataset           # must match (training.run_dir.run_config)
-    strategy: Any  # a tf.distribute.Strategy, distribute.SingleDevice (JAX, PyTorch) or
-    # distribute.JaxDataParallel
-    strategy_name: str
-    role: distribute.Role
-    checkpoint_every: int | None = None
-    verbose: int | str = "auto"
-    gate_summaries: bool = True
-    callbacks: tuple[keras.callbacks.Callback, ...] = ()
-
-    @property
-    def architecture(self) -> str:
-        return self.config["architecture"]
-
-    @property
-    def recipe(self) -> dict[str, Any]:
-        return self.config["recipe"]
-
-    @property
-    def seed(self) -> int:
-        return self.config["seed"]
-
-    @property
-    def epochs(self) -> int:
-        return self.recipe["epochs"]
-
-    @property
-    def steps_per_epoch(self) -> int:
-        return -(-self.data.num_train // self.recipe["batch_size"])
-
-
 def _strategy(strategy: Any) -> tuple[str, Any]:
     if strategy is None:
         return "default", distribute.make_strategy("default")
     if isinstance(strategy, str):
         return strategy, distribute.make_strategy(strategy)
     return type(strategy).__name__, distribute.check_strategy(strategy)
-
-
-def _now() -> str:
-    return datetime.datetime.now().isoformat(timespec="seconds")
 
 
 def train(
@@ -237,7 +179,54 @@ def train(
         recipe_name(info["recipe"], recipe), recipe_overrides, epochs=epochs,
         batch_size=batch_size, learning_rate=learning_rate,
     )
-    lm_fields = [k for k, v in FIELD_DEFAULTS.items() if recipe_[k] != v]
+    callbacks = _checked(name, recipe_, checkpoint_every, callbacks)
+    data = dataset if isinstance(dataset, Dataset) else load_dataset(
+        dataset or info["dataset"], data_dir
+    )
+    clock.lap("data")
+    overrides = _check_compatible(name, data, overrides)
+    settings = _settings(name, data, strategy_name, strategy_, recipe_, seed, overrides,
+                         checkpoint_every=checkpoint_every, verbose=verbose,
+                         callbacks=callbacks)
+    if settings.role.workers > 1 and out is None:
+        raise ValueError("A multi-worker run needs --out, the same on every worker.")
+    base_dir = RunDir(out) if out is not None else RunDir.default(name)
+    task = ImageTask(settings, data, gate_summaries=gate_summaries)
+    if settings.role.is_chief:
+        return run(task, base_dir, clock, ignore=(LOCK_FILE, WORKERS_DIR))
+    return run(task, base_dir, clock, run_dir=base_dir.worker(settings.role.index))
+
+
+def _settings(name: str, data: Dataset, strategy_name: str, strategy: Any,
+              recipe: dict[str, Any], seed: int, overrides: dict[str, Any],
+              **rest: Any) -> RunSettings:
+    """The run's settings, once its batches are checked against the strategy."""
+    distribute.per_replica_batch(recipe["batch_size"], strategy.num_replicas_in_sync)
+    if isinstance(strategy, distribute.JaxDataParallel):  # tf.distribute pads a last batch
+        replicas = strategy.num_replicas_in_sync
+        distribute.check_even_batches(replicas, data.num_train, recipe["batch_size"],
+                                      "training split")
+        distribute.check_even_batches(replicas, data.num_test, EVALUATION_BATCH, "test split")
+    return RunSettings(
+        config={
+            "architecture": name,
+            "overrides": overrides,
+            "recipe": recipe,
+            "seed": seed,
+            "dataset": {"name": data.name, "source": data.source,
+                        "num_train": data.num_train, "num_test": data.num_test},
+        },
+        strategy=strategy, strategy_name=strategy_name, role=distribute.role(strategy),
+        steps_per_epoch=-(-data.num_train // recipe["batch_size"]), **rest,
+    )
+
+
+def _checked(name: str, recipe: dict[str, Any], checkpoint_every: int | None,
+             callbacks: Sequence[keras.callbacks.Callback] | None
+             ) -> tuple[keras.callbacks.Callback, ...]:
+    """Refuses the language models' recipe fields, a bad `checkpoint_every` and callbacks that
+    are not Keras's; the callbacks as a tuple."""
+    lm_fields = [k for k, v in FIELD_DEFAULTS.items() if recipe[k] != v]
     if lm_fields:
         raise ValueError(f"{', '.join(lm_fields)} apply to language models; {name} is an "
                          "image classifier: leave them out.")
@@ -253,276 +242,83 @@ def train(
             raise TypeError(
                 f"callbacks must be keras.callbacks.Callback instances. Received: {callback!r}"
             )
-    data = dataset if isinstance(dataset, Dataset) else load_dataset(
-        dataset or info["dataset"], data_dir
-    )
-    clock.lap("data")
-    overrides = _check_compatible(name, data, overrides)
-    distribute.per_replica_batch(recipe_["batch_size"], strategy_.num_replicas_in_sync)
-    if isinstance(strategy_, distribute.JaxDataParallel):  # tf.distribute pads a last batch
-        replicas = strategy_.num_replicas_in_sync
-        distribute.check_even_batches(replicas, data.num_train, recipe_["batch_size"],
-                                      "training split")
-        distribute.check_even_batches(replicas, data.num_test, EVALUATION_BATCH, "test split")
-    role = distribute.role(strategy_)
-    if role.workers > 1 and out is None:
-        raise ValueError("A multi-worker run needs --out, the same on every worker.")
-    base_dir = RunDir(out) if out is not None else RunDir.default(name)
-    run_dir = base_dir if role.is_chief else base_dir.worker(role.index)
-    ignore = (LOCK_FILE, WORKERS_DIR) if role.is_chief else (LOCK_FILE,)
-    settings = RunSettings(
-        config={
-            "architecture": name,
-            "overrides": overrides,
-            "recipe": recipe_,
-            "seed": seed,
-            "dataset": {"name": data.name, "source": data.source,
-                        "num_train": data.num_train, "num_test": data.num_test},
-        },
-        data=data, strategy=strategy_, strategy_name=strategy_name, role=role,
-        checkpoint_every=checkpoint_every, verbose=verbose, gate_summaries=gate_summaries,
-        callbacks=callbacks,
-    )
-    run_dir.inspect(settings.config, ignore)  # refuse before touching anything
-    # Built before the run directory is made: overrides the builder refuses (a dropout rate
-    # of 1, say) leave nothing behind.
-    compiled = _compiled_model(settings)
-    with run_dir.locked():
-        previous = run_dir.inspect(settings.config, ignore)
-        if previous is not None:
-            run_dir.remove_temporary_files()  # of the killed process; none is live (the lock)
-        return _train_in(settings, compiled, run_dir=run_dir, base_dir=base_dir,
-                         previous=previous, clock=clock)
+    return callbacks
 
 
-def _train_in(settings: RunSettings, compiled: tuple[keras.Model, Any], *, run_dir: RunDir,
-              base_dir: RunDir, previous: dict[str, Any] | None,
-              clock: timeline.Clock) -> dict[str, Any]:
-    """Trains the `_compiled_model` in `run_dir`, which this process has locked: from scratch,
-    or on from `previous` (the run.json of the interrupted run there); `clock` times it."""
-    recipe, role = settings.recipe, settings.role
-    steps_per_epoch = settings.steps_per_epoch
-    checkpoints = Checkpoints(run_dir.checkpoint_dir, steps_per_epoch,
-                              keep=2 if role.workers > 1 else 1)
-    run = previous or {
-        "command": sys.argv,
-        **settings.config,
-        "versions": {"python": platform.python_version(), **distribute.versions()},
-        "started": _now(),
-    }
-    run.update(
-        status=RUNNING,
-        distribution=distribute.describe(settings.strategy, settings.strategy_name,
-                                         recipe["batch_size"]),
-        role={"chief": role.is_chief, "worker_index": role.index},
-        steps_per_epoch=steps_per_epoch,
-        checkpoint_every=settings.checkpoint_every,
-    )
-    run_dir.write_run(run)
+class ImageTask(Task):
+    """An image classifier on a dataset: the recipe's optimizer and weight decay, each epoch's
+    batches from its own seed, the test split as validation, gate summaries, accuracy."""
 
-    model, decay = compiled
-    latest = checkpoints.latest()
-    if previous is not None and latest is None and run_dir.metrics_file.is_file():
-        # Killed as it was finishing: the final files are complete (metrics.json comes last).
-        print(f"Finishing the interrupted run in {run_dir}: its final files are complete.",
-              flush=True)
-        run.setdefault("resumed", []).append({"at": _now(), "command": sys.argv,
-                                              "finished_only": True})
-        run["timeline"] = clock.phases()
-        return _finish(run_dir, base_dir, run, checkpoints)
-    start = latest["iterations"] if latest else 0
-    if role.workers > 1:  # workers killed one checkpoint apart resume from the common one
-        start = distribute.minimum_over_workers(settings.strategy, start)
-    # Outside the scope: restoring reads variables eagerly.
-    restored = checkpoints.restore(model, start) if start else None
-    first_epoch, skip = divmod(start, steps_per_epoch)
-    history: list[dict] = []
-    if previous is not None:
-        _say_how_it_resumes(run_dir, settings, latest, start, restored,
-                            _backend_so_far(previous))
-        # Epochs after the checkpoint are trained again.
-        history = [e for e in run_dir.read_history() if e["epoch"] <= first_epoch]
-        run.setdefault("resumed", []).append({
-            "at": _now(), "command": sys.argv, "iterations": start,
-            "epoch": first_epoch, "batch": skip, "backend": distribute.backend(),
-        })
-    run.update(
-        metadata=model.metadata,
-        weight_decay_l2=decay,
-        bias_lr_mult={"value": recipe["bias_lr_mult"],
-                      "biases": sum(is_bias(v) for v in model.trainable_variables)},
-    )
-    run_dir.write_run(run)
+    def __init__(self, settings: RunSettings, data: Dataset, gate_summaries: bool = True):
+        self.settings, self.data, self.gate_summaries = settings, data, gate_summaries
+        self.share = distribute.input_share(settings.strategy)  # this process's slice
+        self.decay = None
 
-    monitor = RunMonitor(run_dir, checkpoints, history, settings.checkpoint_every)
-    monitor.seconds_before = (restored or {}).get("train_seconds", 0.0)
-    _fit(model, settings, run_dir, monitor, start, clock)
-    train_seconds = monitor.train_seconds()
-    if monitor.failure:
-        run.update(status=NON_FINITE, failure=monitor.failure, failed=_now())
-        run_dir.write_run(run)
-        raise NonFiniteLossError(monitor.failure["message"])
+    def compile(self) -> keras.Model:
+        """The run's model, seeded and compiled under its strategy."""
+        settings, recipe = self.settings, self.settings.recipe
+        keras.utils.set_random_seed(settings.seed)
+        with settings.strategy.scope():
+            model = zoo.load(settings.architecture, **settings.config["overrides"])
+            self.decay = apply_weight_decay(model, recipe)
+            model.compile(
+                optimizer=make_optimizer(recipe, settings.steps_per_epoch),
+                loss=keras.losses.SparseCategoricalCrossentropy(),
+                metrics=["accuracy"],
+            )
+            model.optimizer.build(model.trainable_variables)  # its variables under the strategy
+        return model
 
-    last = history[-1]  # its val_* come from the final weights: no second test pass
-    metrics = {
-        "test_accuracy": last["val_accuracy"],
-        "test_loss": last["val_loss"],
-        "final_train_loss": last["loss"],
-        "final_train_accuracy": last["accuracy"],
-        "train_seconds": round(train_seconds, 2),
-        "epochs": settings.epochs,
-        "iterations": trained_iterations(model),
-    }
-    if previous is not None:  # final files of this same run, if it was killed finishing
-        for leftover in (run_dir.weights_file, hash_path(run_dir.weights_file),
-                         run_dir.model_file, run_dir.metrics_file):
-            leftover.unlink(missing_ok=True)
-    _check_space_for_final_files(run_dir, model, checkpoints)
-    # The run directory is a preset: its model card shows what was measured and how.
-    dataset = settings.config["dataset"]
-    zoo.save(model, run_dir.path, metrics=metrics, training={
-        "dataset": f"{dataset['name']} ({dataset['num_train']} train / "
-                   f"{dataset['num_test']} test; {dataset['source']})",
-        "recipe": recipe.get("name"), "seed": settings.seed, "command": " ".join(run["command"]),
-    })
-    # Written last (every worker: it marks its final files complete), then the checkpoint
-    # goes: a process killed in between finds metrics.json and only finishes.
-    run_dir.write_metrics(metrics)
-    run["timeline"] = clock.phases()
-    return _finish(run_dir, base_dir, run, checkpoints)
+    def record(self, model: keras.Model) -> dict[str, Any]:
+        recipe = self.settings.recipe
+        return {"metadata": model.metadata, "weight_decay_l2": self.decay,
+                "bias_lr_mult": {"value": recipe["bias_lr_mult"],
+                                 "biases": sum(is_bias(v) for v in model.trainable_variables)}}
 
-
-def _compiled_model(settings: RunSettings) -> tuple[keras.Model, Any]:
-    """The run's model, seeded and compiled under its strategy; its weight decay."""
-    recipe = settings.recipe
-    keras.utils.set_random_seed(settings.seed)
-    with settings.strategy.scope():
-        model = zoo.load(settings.architecture, **settings.config["overrides"])
-        decay = apply_weight_decay(model, recipe)
-        model.compile(
-            optimizer=make_optimizer(recipe, settings.steps_per_epoch),
-            loss=keras.losses.SparseCategoricalCrossentropy(),
-            metrics=["accuracy"],
-        )
-        model.optimizer.build(model.trainable_variables)  # its variables under the strategy
-    return model, decay
-
-
-def _backend_so_far(run: dict[str, Any]) -> str:
-    """The backend the run last trained on (runs from before backends were recorded: TF)."""
-    for resumed in reversed(run.get("resumed", [])):
-        if "backend" in resumed:
-            return resumed["backend"]
-    return run.get("versions", {}).get("backend", "tensorflow")
-
-
-def _say_how_it_resumes(run_dir: RunDir, settings: RunSettings, latest: dict | None,
-                        start: int, restored: dict | None, before: str) -> None:
-    first_epoch, skip = divmod(start, settings.steps_per_epoch)
-    epochs = settings.epochs
-    if restored and before != distribute.backend():
-        print(f"The run trained on the {before} backend so far and continues on "
-              f"{distribute.backend()}: the rest of its curve will not be bit-identical to an "
-              f"uninterrupted run's (resume with KERAS_BACKEND={before} for that).", flush=True)
-    if latest and latest["iterations"] != start:
-        print(f"This worker's latest checkpoint is at iteration {latest['iterations']}, "
-              f"another worker's at {start}: all resume from {start}.", flush=True)
-    if restored and first_epoch >= epochs:
-        print(f"Resuming the interrupted run in {run_dir} from its checkpoint "
-              f"({position_of(restored)}): all {epochs} epochs are trained; "
-              "writing the final files.", flush=True)
-    elif restored:
-        print(f"Resuming the interrupted run in {run_dir} from its checkpoint "
-              f"({position_of(restored)}): epoch {first_epoch + 1} of {epochs} "
-              f"goes on after batch {skip}.", flush=True)
-    else:
-        print(f"Restarting the interrupted run in {run_dir} from epoch 1: there is no "
-              "checkpoint to resume from.", flush=True)
-
-
-def _fit(model: keras.Model, settings: RunSettings, run_dir: RunDir, monitor: RunMonitor,
-         start: int, clock: timeline.Clock) -> None:
-    """Trains from iteration `start` to the last epoch (or a non-finite loss), one `fit`
-    per epoch: each epoch's data order comes from its own seed."""
-    recipe, data = settings.recipe, settings.data
-    first_epoch, skip = divmod(start, settings.steps_per_epoch)
-    share = distribute.input_share(settings.strategy)  # this process's slice of each batch
-
-    def batches(epoch: int, skip_batches: int = 0):  # tf.data.Dataset or keras PyDataset
-        return training_batches(
+    def batches(self, epoch: int, skip: int) -> dict[str, Any]:
+        recipe, data = self.settings.recipe, self.data
+        return {"x": training_batches(  # a tf.data.Dataset or a keras PyDataset
             data.train, num_examples=data.num_train, batch_size=recipe["batch_size"],
-            seed=settings.seed, epoch=epoch, augmentation=recipe["augmentation"],
-            skip_batches=skip_batches, share=share,
-        )
+            seed=self.settings.seed, epoch=epoch, augmentation=recipe["augmentation"],
+            skip_batches=skip, share=self.share,
+        )}
 
-    test_ds = evaluation_batches(data.test, share=share)
-    distribute.prepare_model(model, settings.strategy, batches(0))
-    clock_head, clock_tail = clock.callbacks()  # around the run's own callbacks
-    callbacks: list[keras.callbacks.Callback] = [monitor, clock_tail, *settings.callbacks]
-    if settings.gate_summaries and settings.role.is_chief:  # one set of summaries per run
+    def prepare(self, model: keras.Model) -> None:
+        self.validation_data = evaluation_batches(self.data.test, share=self.share)
+        distribute.prepare_model(model, self.settings.strategy, self.batches(0, 0)["x"])
+
+    def callbacks(self, run_dir: RunDir, history: list[dict]) -> list[keras.callbacks.Callback]:
+        if not (self.gate_summaries and self.settings.role.is_chief):  # one set per run
+            return []
         # Before the checkpoint: an epoch whose checkpoint exists has its summaries.
-        callbacks.insert(0, GateSummaries(run_dir.tensorboard_dir, _pairs(data.test),
-                                          final_epoch=settings.epochs))
-    callbacks.insert(0, clock_head)
-    for epoch in range(first_epoch, settings.epochs):
-        skip_batches = skip if epoch == first_epoch else 0
-        monitor.first_batch = skip_batches
-        epoch_batches = batches(epoch, skip_batches)
-        model.fit(
-            epoch_batches, initial_epoch=epoch, epochs=epoch + 1, validation_data=test_ds,
-            callbacks=_run_callbacks(model, callbacks, epoch_batches, settings),
-            shuffle=False, verbose=settings.verbose,
-        )
-        if monitor.failure:
-            break
+        return [GateSummaries(run_dir.tensorboard_dir, _pairs(self.data.test),
+                              final_epoch=self.settings.epochs)]
+
+    def final_metrics(self, model: keras.Model, history: list[dict],
+                      train_seconds: float) -> dict[str, Any]:
+        last = history[-1]  # its val_* come from the final weights: no second test pass
+        return {
+            "test_accuracy": last["val_accuracy"],
+            "test_loss": last["val_loss"],
+            "final_train_loss": last["loss"],
+            "final_train_accuracy": last["accuracy"],
+            "train_seconds": round(train_seconds, 2),
+            "epochs": self.settings.epochs,
+            "iterations": trained_iterations(model),
+        }
+
+    def save(self, model: keras.Model, run_dir: RunDir, metrics: dict[str, Any],
+             run: dict[str, Any]) -> None:
+        # The run directory is a preset: its model card shows what was measured and how.
+        dataset = self.settings.config["dataset"]
+        zoo.save(model, run_dir.path, metrics=metrics, training={
+            "dataset": f"{dataset['name']} ({dataset['num_train']} train / "
+                       f"{dataset['num_test']} test; {dataset['source']})",
+            "recipe": self.settings.recipe.get("name"), "seed": self.settings.seed,
+            "command": " ".join(run["command"]),
+        })
 
 
 def _pairs(split: Any) -> Any:
     """A split as GateSummaries takes it: `(images, labels)` arrays, or the tf.data split."""
     return (split.images, split.labels) if isinstance(split, Examples) else split
-
-
-def _run_callbacks(model: keras.Model, callbacks: list[keras.callbacks.Callback],
-                   epoch_batches: Any,  # a tf.data.Dataset or a keras PyDataset
-                   settings: RunSettings) -> keras.callbacks.CallbackList:
-    """The callbacks of one epoch's `fit`, as `fit` would make them (with its history and
-    progress bar) but told the run's epoch count: the progress says "Epoch k/N" with the
-    run's N, not k/k."""
-    steps = len(epoch_batches) if isinstance(epoch_batches, keras.utils.PyDataset) else int(
-        epoch_batches.cardinality())
-    # Keras's defaults in its order, with a bar that lets the batch hooks run asynchronously.
-    bar = [ProgressBar()] if settings.verbose != 0 else []
-    return keras.callbacks.CallbackList(
-        [*callbacks, keras.callbacks.History(), *bar], add_history=True, add_progbar=False,
-        verbose=settings.verbose, epochs=settings.epochs, steps=steps if steps >= 0 else None,
-        model=model,
-    )
-
-
-def _finish(run_dir: RunDir, base_dir: RunDir, run: dict[str, Any],
-            checkpoints: Checkpoints) -> dict[str, Any]:
-    """Removes the checkpoints of a run whose final files are complete; marks it finished."""
-    metrics = run_dir.read_metrics()
-    checkpoints.remove()
-    run.update(status=FINISHED, finished=_now(), iterations=metrics["iterations"])
-    run_dir.write_run(run)
-    return {**metrics, "run_dir": str(base_dir)}
-
-
-def _check_space_for_final_files(run_dir: RunDir, model: keras.Model,
-                                 checkpoints: Checkpoints) -> None:
-    """Refuses to start the final save without room for it: HDF5, which writes the final
-    weights (zoo.save), crashes the process (segmentation fault) when the disk fills up."""
-    # The weights, HDF5's few KB per variable, and the small files beside them.
-    needed = sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize + 4096
-                 for w in model.weights) + (256 << 10)
-    free = shutil.disk_usage(run_dir.path).free
-    if free < needed:
-        latest = checkpoints.latest()
-        kept = (f"The last checkpoint ({position_of(latest)}) stays" if latest
-                else "Nothing is lost")
-        raise RunWriteError(
-            f"Not enough space in {run_dir} for the final weights: about {needed / 1e6:.2f} MB "
-            f"needed, {free / 1e6:.2f} MB free. {kept}: free some space, then run the same "
-            "command again to finish."
-        )

@@ -169,8 +169,8 @@ def _exit_code(err: Exception) -> int | None:
 
         if isinstance(err, tf.errors.UnavailableError):  # multi-worker: a peer went away
             return 1
-    if "training.trainer" in sys.modules:
-        from training.trainer import NonFiniteLossError
+    if "training.run_core" in sys.modules:
+        from training.run_core import NonFiniteLossError
 
         if isinstance(err, NonFiniteLossError):
             return 1
