@@ -7,32 +7,38 @@ SGD at 1.0 with the global gradient norm clipped at 5, the rate halved after an 
 validation perplexity improved by less than 1 (from the third epoch on, as main.lua checks).
 Perplexity is exp of the mean cross-entropy per token, the metric everywhere here.
 
-The run directory is the image trainer's (`training.run_dir`), with perplexities::
+A run is a task of the run core (`LanguageModelTask`, `training.run_core`), as an image
+run is: its directory, checkpoints, resumption, timeline and progress are the image runs'.
+Stateful BPTT (`ResetStates`), dropout reseeded per epoch (`ReseedDropout`), Kim's rule
+(`KimPlateau`) and the per-token logs (`PerTokenLogs`) are Keras callbacks around a plain
+`fit` per epoch (in order, `shuffle=False`), as keras-hub trains its `CausalLM`. The run
+directory, with perplexities::
 
-    run.json          command, versions, seed, recipe, corpus, model metadata, status
-    history.json      per epoch: loss, perplexity, val_loss, val_perplexity (the validation
-                      split), learning_rate, seconds, tokens_per_second
-    checkpoint/       the latest epoch's model and optimizer state while the run is going
+    run.json          command, versions, seed, recipe, corpus, model metadata, status,
+                      timeline
+    history.json      per epoch (0-based): loss, perplexity, val_loss, val_perplexity (the
+                      validation split), learning_rate, seconds, tokens_per_second
+    checkpoint/       the latest checkpoint while the run is going (`training.checkpoints`:
+                      weights, carried LSTM states, dropout seeds, optimizer state)
     tensorboard/      perplexities, losses and the learning rate per epoch
     model.json, model.weights.h5(.sha256), README.md
                       the trained net as a preset: `zoo.load(RUN_DIR)` gives it stateless
                       (any batch, any length), with its vocabularies in model.json
     metrics.json      test and validation perplexity
 
-Runs resume at epoch granularity: killed mid-epoch, the same call goes on from the last
-finished epoch (weights, optimizer state, learning rate, history); dropout is reseeded from
-(seed, epoch) at each epoch, so a resumed run repeats the uninterrupted one.
+An interrupted run resumes from its latest checkpoint (each epoch's end, and every
+`checkpoint_every` steps) and repeats the uninterrupted one bit for bit. A run interrupted
+under an earlier version (`checkpoint/epoch-<k>.keras` and latest.json) resumes too: its
+checkpoint becomes a current one (`LanguageModelTask.upgrade`).
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
-import platform
-import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -40,17 +46,16 @@ import keras
 import numpy as np
 
 import zoo
-from training import distribute, private_api, tensorflow_on_demand
+from training import distribute, private_api, tensorflow_on_demand, timeline
+from training.checkpoints import Checkpoints, trained_iterations
 from training.data.text import Corpus, bptt_batches, load_corpus
 from training.recipes import get_recipe, recipe_name
-from training.run_dir import FINISHED, NON_FINITE, RUNNING, RunDir
+from training.run_core import RunSettings, Task, check_checkpoint_every, run
+from training.run_dir import RunDir, RunDirError
 from training.summaries import EventWriter
 from zoo.char_lm import set_trained_weights, trained_weights
-from zoo.files import atomic_path, write_text
 
 tensorflow_on_demand.install()
-
-CHECKPOINT_STATE = "latest.json"
 
 __all__ = ["LanguageModelSettings", "next_learning_rate", "perplexity", "settle", "train_lm"]
 
@@ -71,10 +76,6 @@ def next_learning_rate(recipe: dict[str, Any], val_perplexities: list[float],
     improvement = val_perplexities[-2] - val_perplexities[-1]
     return learning_rate * decay if improvement < recipe["lr_plateau_min_improvement"] \
         else learning_rate
-
-
-def _now() -> str:
-    return datetime.datetime.now().isoformat(timespec="seconds")
 
 
 class LanguageModelSettings:
@@ -214,10 +215,12 @@ def train_lm(name: str, corpus: str | os.PathLike | Corpus, *, out: str | os.Pat
             `training.data.text.Corpus`.
         out: the run directory (default `runs/<name>-<time>`): new, empty, or an interrupted
             run of the same configuration, which resumes.
-        verbose: 1 prints one line per epoch; 0 nothing.
+        verbose: Keras's progress: 1 a bar (each epoch's line with its perplexities), 2 one
+            line per epoch, 0 none; the test perplexity is printed unless 0.
         tensorboard: write per-epoch scalars to `out/tensorboard`.
         **kwargs: `recipe`, `epochs`, `batch_size`, `learning_rate`, `recipe_overrides`,
-            `seed`, `max_train_tokens` (train on the first N tokens only), `weights` (a
+            `seed`, `max_train_tokens` (train on the first N tokens only),
+            `checkpoint_every` (also checkpoint every N steps), `weights` (a
             finished run directory of the same architecture: fine-tune it on `corpus`, read
             with the run's vocabulary; its overrides are kept, only `dropout` may change),
             and architecture overrides (`variant="t_only"`, `highway_layers=4`, `dropout`,
@@ -226,14 +229,18 @@ def train_lm(name: str, corpus: str | os.PathLike | Corpus, *, out: str | os.Pat
     Returns:
         The final metrics (test and validation perplexity), with `run_dir`.
     """
+    clock = timeline.Clock()
+    checkpoint_every = check_checkpoint_every(kwargs.pop("checkpoint_every", None))
     settings = settle(name, corpus, **kwargs)
+    clock.lap("data")
     base = RunDir(out) if out is not None else RunDir.default(name)
-    base.inspect(settings.config)  # refuse before touching anything
-    with base.locked():
-        previous = base.inspect(settings.config)
-        if previous is not None:
-            base.remove_temporary_files()
-        return _train_in(settings, base, previous, verbose, tensorboard)
+    task = LanguageModelTask(settings, base, verbose=verbose, tensorboard=tensorboard,
+                             checkpoint_every=checkpoint_every)
+    metrics = run(task, base, clock)
+    if verbose:
+        print(f"Test perplexity {metrics['test_perplexity']:.2f} (validation "
+              f"{metrics['val_perplexity']:.2f}); wrote {base}", flush=True)
+    return metrics
 
 
 def _reset_states(model: keras.Model) -> None:
@@ -243,8 +250,7 @@ def _reset_states(model: keras.Model) -> None:
 
 
 def _reseed_dropout(model: keras.Model, seed: int, epoch: int) -> None:
-    """Each epoch's dropout masks from (seed, epoch): a resumed run draws what the
-    uninterrupted one drew (the seed generators' states are not in the checkpoint)."""
+    """Each epoch's dropout masks from (seed, epoch), whichever process trains it."""
     generators = private_api.seed_generator_states(model)
     for i, state in enumerate(generators):
         state.assign(np.array([(seed * 1_000_003 + epoch * 7_919 + i) % 2**31, 0],
@@ -293,14 +299,6 @@ def _compiled(settings: LanguageModelSettings) -> keras.Model:
     return model
 
 
-def _evaluate(model: keras.Model, batches, batch_size: int) -> float:
-    """Mean cross-entropy per token over contiguous batches, states carried."""
-    _reset_states(model)
-    loss = model.evaluate(*batches, batch_size=batch_size, verbose=0)
-    _reset_states(model)
-    return float(loss) / batches[1].shape[1]
-
-
 STREAM_CHUNK = 1_000  # steps per call when a split is read as one stream
 
 
@@ -327,42 +325,230 @@ def stream_loss(settings: LanguageModelSettings, weights: list[np.ndarray],
     return total / count
 
 
-class _Checkpoint:
-    """The latest finished epoch: `epoch-<k>.keras` (model and optimizer) and latest.json
-    (epoch, learning rate), written in that order, each whole (a kill leaves the previous)."""
+class LanguageModelTask(Task):
+    """Kim's training as a run of the core (`training.run_core`): contiguous BPTT batches
+    in order, the LSTM states carried from batch to batch and reset at each epoch's start
+    and around each validation, dropout reseeded per epoch, Kim's plateau rule, the
+    validation split's perplexity each epoch and the test text's, read as one stream, at
+    the end."""
+
+    def __init__(self, lm: LanguageModelSettings, run_dir: RunDir, *, verbose: int | str = 1,
+                 tensorboard: bool = True, checkpoint_every: int | None = None):
+        self.lm = lm
+        strategy = distribute.make_strategy("default")  # one device
+        scalars = (EpochScalars(run_dir.tensorboard_dir),) if tensorboard else ()
+        self.settings = RunSettings(
+            config=lm.config, strategy=strategy, strategy_name="default",
+            role=distribute.role(strategy),
+            steps_per_epoch=len(lm.train[0]) // lm.recipe["batch_size"],
+            checkpoint_every=checkpoint_every, verbose=verbose, callbacks=scalars)
+        self.validation_data = lm.valid
+
+    def compile(self) -> keras.Model:
+        return _compiled(self.lm)
+
+    def record(self, model: keras.Model) -> dict[str, Any]:
+        return {"task": "language_model", "metadata": model.metadata}
+
+    def batches(self, epoch: int, skip: int) -> dict[str, Any]:
+        x, y = self.lm.train
+        batch = self.lm.recipe["batch_size"]
+        return {"x": x[skip * batch:], "y": y[skip * batch:], "batch_size": batch}
+
+    def callbacks(self, run_dir: RunDir, history: list[dict]) -> list[keras.callbacks.Callback]:
+        recipe, steps = self.lm.recipe, self.settings.steps_per_epoch
+        return [ResetStates(steps), ReseedDropout(self.lm.seed, steps),
+                KimPlateau(recipe, history),
+                PerTokenLogs(recipe["bptt_steps"], recipe["batch_size"])]
+
+    def history_entry(self, epoch: int, logs: dict[str, float]) -> dict[str, Any]:
+        return {"epoch": epoch, **logs}  # 0-based, as the language models number them
+
+    def final_metrics(self, model: keras.Model, history: list[dict],
+                      train_seconds: float) -> dict[str, Any]:
+        test_loss = stream_loss(self.lm, trained_weights(model))
+        last = history[-1]
+        return {
+            "test_perplexity": perplexity(test_loss), "test_loss": test_loss,
+            "test_evaluation": "one stream from the split's start, states carried (Kim's)",
+            "val_perplexity": last["val_perplexity"], "val_loss": last["val_loss"],
+            "final_train_perplexity": last["perplexity"], "final_train_loss": last["loss"],
+            "train_seconds": round(train_seconds, 2), "epochs": self.lm.recipe["epochs"],
+            "tokens_per_second": float(np.median([e["tokens_per_second"] for e in history])),
+        }
+
+    def save(self, model: keras.Model, run_dir: RunDir, metrics: dict[str, Any],
+             run: dict[str, Any]) -> None:
+        """The net as a preset: stateless (any batch, any length), with its vocabularies."""
+        lm, corpus = self.lm, self.lm.corpus
+        stateless = zoo.load(lm.name, **lm.overrides)
+        set_trained_weights(stateless, trained_weights(model))
+        zoo.save(stateless, run_dir.path, metrics=metrics, extra={
+            "vocabulary": {"words": list(corpus.words), "chars": list(corpus.chars)}},
+            training={
+                "dataset": f"{corpus.name} ({lm.corpus_record['num_train']} training "
+                           f"tokens; {corpus.directory})",
+                "recipe": lm.recipe["name"], "seed": lm.seed,
+                "command": " ".join(run["command"]),
+            })
+
+    def upgrade(self, run_dir: RunDir, model: keras.Model, checkpoints: Checkpoints) -> None:
+        """An earlier version's checkpoint (`epoch-<k>.keras`, the model and optimizer after
+        epoch k, and latest.json) becomes a current one of the same state."""
+        pointer = run_dir.checkpoint_dir / LEGACY_POINTER
+        if not pointer.is_file() or checkpoints.latest() is not None:
+            return
+        state = json.loads(pointer.read_text(encoding="utf-8"))
+        path = run_dir.checkpoint_dir / state["file"]
+        iterations = (state["epoch"] + 1) * self.settings.steps_per_epoch
+        try:
+            _assign_legacy(model, path)
+            if trained_iterations(model) != iterations:
+                raise ValueError(f"it holds iteration {trained_iterations(model)}, not "
+                                 f"{iterations} (the end of epoch {state['epoch'] + 1})")
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+            raise RunDirError(
+                f"{path}, an earlier version's checkpoint, cannot be resumed "
+                f"({type(err).__name__}: {' '.join(str(err).split())}); it is kept: delete "
+                f"{run_dir.checkpoint_dir} to train the run again from epoch 1, or choose a "
+                "new --out.") from None
+        checkpoints.save(model, iterations, state.get("train_seconds", 0.0))
+        path.unlink()
+        pointer.unlink()
+
+
+LEGACY_POINTER = "latest.json"
+
+
+def _assign_legacy(model: keras.Model, path: Path) -> None:
+    """Assigns the weights and optimizer state of an earlier version's `.keras` checkpoint
+    (the same stateful net) to the compiled `model`."""
+    import layers.carried_state_lstm  # noqa: F401  (registers the stateful LSTM)
+    import zoo.model  # noqa: F401  (registers HighwayZooModel for load_model)
+
+    old = keras.saving.load_model(path)
+    model.set_weights(old.get_weights())
+    if not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+    new_state, old_state = model.optimizer.variables, old.optimizer.variables
+    if [tuple(v.shape) for v in new_state] != [tuple(v.shape) for v in old_state]:
+        raise ValueError("its optimizer state does not fit this run's optimizer")
+    for variable, value in zip(new_state, old_state):
+        variable.assign(value)
+
+
+def _epoch_starts(model: keras.Model, steps_per_epoch: int) -> bool:
+    """Whether the epoch beginning now starts from its first batch (not resumed mid-epoch
+    from a checkpoint, which holds the states and seeds of its step)."""
+    return trained_iterations(model) % steps_per_epoch == 0
+
+
+class ResetStates(keras.callbacks.Callback):
+    """Stateful BPTT: the LSTM states from zero at each epoch's start and around each
+    validation (the validation split read from its start, training resumed from zero)."""
+
+    def __init__(self, steps_per_epoch: int):
+        super().__init__()
+        self.steps_per_epoch = steps_per_epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if _epoch_starts(self.model, self.steps_per_epoch):
+            _reset_states(self.model)
+
+    def on_test_begin(self, logs=None):
+        _reset_states(self.model)
+
+    def on_test_end(self, logs=None):
+        _reset_states(self.model)
+
+
+class ReseedDropout(keras.callbacks.Callback):
+    """Each epoch's dropout masks from (seed, epoch): any process that trains the epoch from
+    its start draws the same masks."""
+
+    def __init__(self, seed: int, steps_per_epoch: int):
+        super().__init__()
+        self.seed, self.steps_per_epoch = seed, steps_per_epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if _epoch_starts(self.model, self.steps_per_epoch):
+            _reseed_dropout(self.model, self.seed, epoch)
+
+
+def epoch_learning_rate(recipe: dict[str, Any], history: list[dict]) -> float:
+    """The learning rate of the epoch after `history` (the run's entries so far): Kim's rule
+    applied to the last epoch's rate."""
+    if not history:
+        return recipe["learning_rate"]
+    return next_learning_rate(recipe, [e["val_perplexity"] for e in history],
+                              history[-1]["learning_rate"])
+
+
+class KimPlateau(keras.callbacks.Callback):
+    """Kim's plateau rule (`next_learning_rate`): each epoch's rate set at its start from the
+    run's history so far (so a resumed run sets the rates the uninterrupted one set), and put
+    in the epoch's logs, as Keras's ReduceLROnPlateau puts it there."""
+
+    def __init__(self, recipe: dict[str, Any], history: list[dict]):
+        super().__init__()
+        self.recipe, self.history = recipe, history
+        self.rate = recipe["learning_rate"]
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.rate = epoch_learning_rate(self.recipe, self.history)
+        self.model.optimizer.learning_rate.assign(self.rate)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["learning_rate"] = self.rate
+
+
+class PerTokenLogs(keras.callbacks.Callback):
+    """An epoch's logs as a language model's history has them: the losses per token (Keras's
+    are summed over the BPTT steps, `TimeSummedCrossentropy`), their perplexities, the
+    learning rate, and the epoch's training seconds and tokens per second."""
+
+    def __init__(self, bptt_steps: int, batch_size: int):
+        super().__init__()
+        self.bptt_steps, self.step_tokens = bptt_steps, bptt_steps * batch_size
+        self._seconds = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._began, self._seconds = time.perf_counter(), None
+        self._first = trained_iterations(self.model)
+
+    def on_test_begin(self, logs=None):
+        if self._seconds is None:  # the epoch's training ends where its validation begins
+            self._seconds = time.perf_counter() - self._began
+            self._steps = trained_iterations(self.model) - self._first
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None or self._seconds is None:
+            return
+        loss = float(logs["loss"]) / self.bptt_steps
+        val_loss = float(logs["val_loss"]) / self.bptt_steps
+        rate, seconds = logs.get("learning_rate"), self._seconds
+        tokens = self._steps * self.step_tokens
+        logs.clear()
+        logs.update(loss=loss, perplexity=perplexity(loss), val_loss=val_loss,
+                    val_perplexity=perplexity(val_loss), learning_rate=rate,
+                    seconds=round(seconds, 2), tokens_per_second=round(tokens / seconds, 1))
+
+
+SCALARS = ("perplexity", "val_perplexity", "loss", "val_loss", "learning_rate",
+           "tokens_per_second")
+
+
+class EpochScalars(keras.callbacks.Callback):
+    """Each epoch's perplexities, losses, learning rate and speed in TensorBoard."""
 
     def __init__(self, directory: Path):
+        super().__init__()
         self.directory = directory
 
-    def latest(self) -> dict[str, Any] | None:
-        path = self.directory / CHECKPOINT_STATE
-        if not path.is_file():
-            return None
-        return json.loads(path.read_text(encoding="utf-8"))
-
-    def save(self, model: keras.Model, epoch: int, learning_rate: float, seconds: float) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        name = f"epoch-{epoch}.keras"
-        with atomic_path(self.directory / name, overwrite=True) as tmp:
-            model.save(tmp)
-        previous = self.latest()
-        write_text(self.directory / CHECKPOINT_STATE, json.dumps({
-            "epoch": epoch, "learning_rate": learning_rate, "file": name,
-            "train_seconds": seconds}) + "\n", overwrite=True)
-        if previous and previous["file"] != name:
-            (self.directory / previous["file"]).unlink(missing_ok=True)
-
-    def restore(self, state: dict[str, Any]) -> keras.Model:
-        import layers.carried_state_lstm  # noqa: F401  (registers the stateful LSTM)
-        import zoo.model  # noqa: F401  (registers HighwayZooModel for load_model)
-
-        return keras.saving.load_model(self.directory / state["file"])
-
-    def remove(self) -> None:
-        if self.directory.is_dir():
-            for path in self.directory.iterdir():
-                path.unlink()
-            self.directory.rmdir()
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.model.stop_training:  # a non-finite loss stopped the run
+            _scalars(self.directory, epoch, {k: (logs or {}).get(k) for k in SCALARS})
 
 
 def _scalars(directory: Path, epoch: int, values: dict[str, float]) -> None:
@@ -370,107 +556,3 @@ def _scalars(directory: Path, epoch: int, values: dict[str, float]) -> None:
         for key, value in values.items():
             if value is not None and math.isfinite(value):
                 writer.scalar(key, value, step=epoch + 1)
-
-
-def _train_in(settings: LanguageModelSettings, run_dir: RunDir, previous: dict | None,
-              verbose: int, tensorboard: bool) -> dict[str, Any]:
-    recipe, batch = settings.recipe, settings.recipe["batch_size"]
-    checkpoint = _Checkpoint(run_dir.checkpoint_dir)
-    run = previous or {
-        "command": sys.argv, **settings.config,
-        "versions": {"python": platform.python_version(), **distribute.versions()},
-        "started": _now(),
-    }
-    run.update(status=RUNNING, task="language_model",
-               steps_per_epoch=len(settings.train[0]) // batch)
-    run_dir.write_run(run)
-
-    state = checkpoint.latest() if previous is not None else None
-    if state is not None:
-        model = checkpoint.restore(state)
-        start, lr, seconds_before = state["epoch"] + 1, state["learning_rate"], \
-            state["train_seconds"]
-        history = [e for e in run_dir.read_history() if e["epoch"] <= state["epoch"]]
-        print(f"Resuming the interrupted run in {run_dir} after epoch {start} of "
-              f"{recipe['epochs']} (learning rate {lr:g}).", flush=True)
-        run.setdefault("resumed", []).append({"at": _now(), "command": sys.argv,
-                                              "epoch": start, "backend": distribute.backend()})
-    else:
-        model = _compiled(settings)
-        start, lr, seconds_before, history = 0, recipe["learning_rate"], 0.0, []
-    run["metadata"] = model.metadata
-    run_dir.write_run(run)
-
-    x, y = settings.train
-    tokens = int(y.size)
-    train_seconds = seconds_before
-    for epoch in range(start, recipe["epochs"]):
-        model.optimizer.learning_rate.assign(lr)
-        _reseed_dropout(model, settings.seed, epoch)
-        _reset_states(model)
-        began = time.perf_counter()
-        fit = model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
-        seconds = time.perf_counter() - began
-        train_seconds += seconds
-        loss = float(fit.history["loss"][-1]) / recipe["bptt_steps"]  # per token
-        if not math.isfinite(loss):
-            message = f"non-finite training loss ({loss}) in epoch {epoch + 1}"
-            run.update(status=NON_FINITE, failure={"epoch": epoch, "message": message},
-                       failed=_now())
-            run_dir.write_run(run)
-            from training.trainer import NonFiniteLossError
-
-            raise NonFiniteLossError(message)
-        val_loss = _evaluate(model, settings.valid, batch)
-        entry = {
-            "epoch": epoch, "loss": loss, "perplexity": perplexity(loss),
-            "val_loss": val_loss, "val_perplexity": perplexity(val_loss),
-            "learning_rate": lr, "seconds": round(seconds, 2),
-            "tokens_per_second": round(tokens / seconds, 1),
-        }
-        history.append(entry)
-        lr = next_learning_rate(recipe, [e["val_perplexity"] for e in history], lr)
-        checkpoint.save(model, epoch, lr, train_seconds)
-        run_dir.write_history(history)
-        if tensorboard:
-            _scalars(run_dir.tensorboard_dir, epoch, {
-                "perplexity": entry["perplexity"], "val_perplexity": entry["val_perplexity"],
-                "loss": loss, "val_loss": val_loss, "learning_rate": entry["learning_rate"],
-                "tokens_per_second": entry["tokens_per_second"]})
-        if verbose:
-            print(f"epoch {epoch + 1}/{recipe['epochs']}: perplexity {entry['perplexity']:.1f}"
-                  f", validation {entry['val_perplexity']:.1f}, learning rate "
-                  f"{entry['learning_rate']:g}, {entry['tokens_per_second']:,.0f} tokens/s",
-                  flush=True)
-
-    test_loss = stream_loss(settings, trained_weights(model))
-    last = history[-1]
-    metrics = {
-        "test_perplexity": perplexity(test_loss), "test_loss": test_loss,
-        "test_evaluation": "one stream from the split's start, states carried (Kim's)",
-        "val_perplexity": last["val_perplexity"], "val_loss": last["val_loss"],
-        "final_train_perplexity": last["perplexity"], "final_train_loss": last["loss"],
-        "train_seconds": round(train_seconds, 2), "epochs": recipe["epochs"],
-        "tokens_per_second": float(np.median([e["tokens_per_second"] for e in history])),
-    }
-    for name in ("model.weights.h5", "model.weights.h5.sha256", "model.json", "README.md",
-                 "metrics.json"):
-        (run_dir.path / name).unlink(missing_ok=True)  # of this run, killed finishing
-    stateless = zoo.load(settings.name, **settings.overrides)
-    set_trained_weights(stateless, trained_weights(model))
-    corpus = settings.corpus
-    zoo.save(stateless, run_dir.path, metrics=metrics, extra={
-        "vocabulary": {"words": list(corpus.words), "chars": list(corpus.chars)}},
-        training={
-            "dataset": f"{corpus.name} ({settings.corpus_record['num_train']} training "
-                       f"tokens; {corpus.directory})",
-            "recipe": recipe["name"], "seed": settings.seed, "command": " ".join(run["command"]),
-        })
-    run_dir.write_metrics(metrics)
-    checkpoint.remove()
-    run.update(status=FINISHED, finished=_now())
-    run_dir.write_run(run)
-    if verbose:
-        print(f"Test perplexity {metrics['test_perplexity']:.2f} (validation "
-              f"{metrics['val_perplexity']:.2f}); wrote {run_dir}", flush=True)
-    return {**metrics, "run_dir": str(run_dir)}

@@ -39,7 +39,7 @@ from training.checkpoints import Checkpoints, RunMonitor, position_of
 from training.run_dir import FINISHED, LOCK_FILE, NON_FINITE, RUNNING, RunDir, RunWriteError
 from zoo.weights import hash_path
 
-__all__ = ["NonFiniteLossError", "RunSettings", "Task", "run"]
+__all__ = ["NonFiniteLossError", "RunSettings", "Task", "check_checkpoint_every", "run"]
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -121,6 +121,14 @@ class Task:
              run: dict[str, Any]) -> None:
         """Writes the final model files (weights, model.json, model card)."""
         raise NotImplementedError
+
+
+def check_checkpoint_every(value: Any) -> int | None:
+    """`value` if it is None or a positive number of steps; a ValueError if not."""
+    if value is not None and (not isinstance(value, int) or value < 1):
+        raise ValueError(
+            f"checkpoint_every must be a positive number of steps. Received: {value!r}")
+    return value
 
 
 def _now() -> str:

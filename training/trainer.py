@@ -65,7 +65,13 @@ from training.data import Dataset, Examples, load_dataset
 from training.optimizers import apply_weight_decay, is_bias, make_optimizer
 from training.pipeline import EVALUATION_BATCH, evaluation_batches, training_batches
 from training.recipes import FIELD_DEFAULTS, get_recipe, recipe_name
-from training.run_core import NonFiniteLossError, RunSettings, Task, run
+from training.run_core import (
+    NonFiniteLossError,
+    RunSettings,
+    Task,
+    check_checkpoint_every,
+    run,
+)
 from training.run_dir import LOCK_FILE, WORKERS_DIR, RunDir, RunDirError, RunWriteError
 
 tensorflow_on_demand.install()
@@ -230,12 +236,7 @@ def _checked(name: str, recipe: dict[str, Any], checkpoint_every: int | None,
     if lm_fields:
         raise ValueError(f"{', '.join(lm_fields)} apply to language models; {name} is an "
                          "image classifier: leave them out.")
-    if checkpoint_every is not None and (
-        not isinstance(checkpoint_every, int) or checkpoint_every < 1
-    ):
-        raise ValueError(
-            f"checkpoint_every must be a positive number of steps. Received: {checkpoint_every!r}"
-        )
+    check_checkpoint_every(checkpoint_every)
     callbacks = tuple(callbacks or ())
     for callback in callbacks:
         if not isinstance(callback, keras.callbacks.Callback):

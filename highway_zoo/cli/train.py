@@ -135,7 +135,9 @@ def _train_language_model(args) -> dict:
     return train_lm(args.name, args.corpus, out=args.out, seed=args.seed, recipe=args.recipe,
                     recipe_overrides=recipe_overrides(args),
                     max_train_tokens=args.max_train_tokens, weights=args.weights,
-                    verbose=0 if args.verbose == "0" else 1, **lm_overrides)
+                    checkpoint_every=args.checkpoint_every,
+                    verbose=args.verbose if args.verbose == "auto" else int(args.verbose),
+                    **lm_overrides)
 
 
 COMMANDS = {"train": (_arguments, train)}
