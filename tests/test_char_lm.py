@@ -189,13 +189,18 @@ def test_test_perplexity_reads_the_test_text_as_one_stream(trained, corpus, monk
     assert preset.metadata["classes"] == len(text.words)
 
 
-def test_resume_after_interruption_repeats_the_uninterrupted_run(corpus, tmp_path,
-                                                                 monkeypatch):
-    from training import language_model
+RESUMED = dict(recipe="quick", epochs=3, seed=1, verbose=0, max_train_tokens=1500,
+               recipe_overrides=SHORT, **FAST)
 
-    kwargs = dict(recipe="quick", epochs=3, seed=1, verbose=0, max_train_tokens=1500,
-                  recipe_overrides=SHORT, **FAST)
-    whole = train_lm(SMALL, corpus, out=tmp_path / "whole", **kwargs)
+
+@pytest.fixture(scope="module")
+def uninterrupted(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "whole"
+    return out, train_lm(SMALL, corpus, out=out, **RESUMED)
+
+
+def _interrupted_after_second_epoch(corpus, out, monkeypatch):
+    from training import language_model
 
     real = language_model._scalars
 
@@ -204,20 +209,81 @@ def test_resume_after_interruption_repeats_the_uninterrupted_run(corpus, tmp_pat
         if epoch == 1:
             raise KeyboardInterrupt  # after epoch 2's checkpoint and history
 
-    monkeypatch.setattr(language_model, "_scalars", killed_after_second_epoch)
-    with pytest.raises(KeyboardInterrupt):
-        train_lm(SMALL, corpus, out=tmp_path / "split", **kwargs)
-    assert json.loads((tmp_path / "split" / "run.json").read_text())["status"] == "running"
-    monkeypatch.setattr(language_model, "_scalars", real)
-    resumed = train_lm(SMALL, corpus, out=tmp_path / "split", **kwargs)
+    with monkeypatch.context() as patched:
+        patched.setattr(language_model, "_scalars", killed_after_second_epoch)
+        with pytest.raises(KeyboardInterrupt):
+            train_lm(SMALL, corpus, out=out, **RESUMED)
+    assert json.loads((out / "run.json").read_text())["status"] == "running"
 
-    assert resumed["test_perplexity"] == pytest.approx(whole["test_perplexity"], rel=1e-6)
-    a = json.loads((tmp_path / "whole" / "history.json").read_text())
-    b = json.loads((tmp_path / "split" / "history.json").read_text())
-    assert [e["val_perplexity"] for e in b] == pytest.approx(
-        [e["val_perplexity"] for e in a], rel=1e-6)
-    run = json.loads((tmp_path / "split" / "run.json").read_text())
-    assert run["resumed"][0]["epoch"] == 2
+
+def _check_repeats(out, uninterrupted, resumed):
+    whole_dir, whole = uninterrupted
+    assert resumed["test_perplexity"] == whole["test_perplexity"]  # bit for bit
+    a = json.loads((whole_dir / "history.json").read_text())
+    b = json.loads((out / "history.json").read_text())
+    for key in ("loss", "val_loss", "val_perplexity", "learning_rate"):
+        assert [e[key] for e in b] == [e[key] for e in a], key
+    run = json.loads((out / "run.json").read_text())
+    assert run["resumed"][0]["epoch"] == 2 and run["status"] == "finished"
+    assert not (out / "checkpoint").exists()
+
+
+def test_resume_after_interruption_repeats_the_uninterrupted_run(corpus, tmp_path, monkeypatch,
+                                                                 uninterrupted):
+    _interrupted_after_second_epoch(corpus, tmp_path / "split", monkeypatch)
+    resumed = train_lm(SMALL, corpus, out=tmp_path / "split", **RESUMED)
+    _check_repeats(tmp_path / "split", uninterrupted, resumed)
+
+
+def _as_an_earlier_version_left_it(corpus, out):
+    """The interrupted run's checkpoint in the layout of versions before the run core:
+    `epoch-<k>.keras` (Keras's archive of the compiled stateful net and its optimizer after
+    epoch k, 0-based) and latest.json (k, the next epoch's learning rate, the file)."""
+    from training.checkpoints import Checkpoints
+    from training.language_model import _compiled, epoch_learning_rate, settle
+
+    settings = settle(SMALL, corpus, **{k: v for k, v in RESUMED.items() if k != "verbose"})
+    run = json.loads((out / "run.json").read_text())
+    directory = out / "checkpoint"
+    checkpoints = Checkpoints(directory, run["steps_per_epoch"])
+    latest = checkpoints.latest()
+    model = _compiled(settings)
+    checkpoints.restore(model, latest["iterations"])
+    epoch = latest["epoch"] - 1
+    model.save(directory / f"epoch-{epoch}.keras")
+    history = json.loads((out / "history.json").read_text())[:epoch + 1]
+    (directory / "latest.json").write_text(json.dumps({
+        "epoch": epoch, "learning_rate": epoch_learning_rate(settings.recipe, history),
+        "file": f"epoch-{epoch}.keras", "train_seconds": latest["train_seconds"]}))
+    for path in [*directory.glob("ckpt-*.npz"), directory / "checkpoint.json"]:
+        path.unlink()
+    for key in ("distribution", "role", "checkpoint_every"):  # not recorded then
+        run.pop(key)
+    (out / "run.json").write_text(json.dumps(run))
+
+
+def test_a_run_interrupted_by_an_earlier_version_resumes(corpus, tmp_path, monkeypatch,
+                                                         uninterrupted):
+    old = tmp_path / "old"
+    _interrupted_after_second_epoch(corpus, old, monkeypatch)
+    _as_an_earlier_version_left_it(corpus, old)
+    assert sorted(p.name for p in (old / "checkpoint").iterdir()) == [
+        "epoch-1.keras", "latest.json"]
+    resumed = train_lm(SMALL, corpus, out=old, **RESUMED)
+    _check_repeats(old, uninterrupted, resumed)
+
+    # A damaged one is refused in one line, and kept.
+    damaged = tmp_path / "damaged"
+    _interrupted_after_second_epoch(corpus, damaged, monkeypatch)
+    _as_an_earlier_version_left_it(corpus, damaged)
+    (damaged / "checkpoint" / "epoch-1.keras").write_bytes(b"not a zip archive")
+    with pytest.raises(OSError, match="an earlier version's checkpoint, cannot be resumed") \
+            as refused:  # the command line's exit status 2
+        train_lm(SMALL, corpus, out=damaged, **RESUMED)
+    assert "\n" not in str(refused.value)
+    assert sorted(p.name for p in (damaged / "checkpoint").iterdir()) == [
+        "epoch-1.keras", "latest.json"]
+    assert json.loads((damaged / "run.json").read_text())["status"] == "running"
 
 
 def test_each_gated_skip_gets_the_highway_layers_closest_to_coupled_in_parameters():

@@ -107,6 +107,69 @@ def test_a_run_killed_at_every_phase_boundary_ends_as_one_never_stopped(tmp_path
         tmp_path / "reference" / "metrics.json")["train_seconds"]
 
 
+# A language model on the tests' tiny text: 1,500 tokens in batches of 5 rows x 10 steps, 29
+# steps an epoch, a step checkpoint every 7.
+TRAIN_LM = ["train", "lstm_char_small_ptb", "--recipe", "quick", "--epochs", "3",
+            "--batch-size", "5", "--bptt-steps", "10", "--max-train-tokens", "1500",
+            "--checkpoint-every", "7", "--verbose", "0"]
+LM_BOUNDARIES = [
+    ("start-up", None),
+    ("mid-epoch:10", 7),                # from a step checkpoint: the LSTM states carried there
+    ("after-step-checkpoint", 14),
+    ("after-epoch-checkpoint:1", 29),
+    ("mid-epoch:40", 35),               # in epoch 2, after the plateau rule's first epoch
+    ("after-epoch-checkpoint:3", 87),
+    ("during-final-save", 87),
+    ("finishing", None),
+]
+
+
+@pytest.mark.slow
+def test_a_language_model_killed_at_every_phase_boundary_ends_as_one_never_stopped(tmp_path):
+    from test_char_lm import write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus")
+    train = [*TRAIN_LM, "--corpus", str(corpus)]
+    reference = subprocess.Popen(
+        [sys.executable, "-m", "highway_zoo", *train, "--out", str(tmp_path / "reference")],
+        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    run_dir = tmp_path / "run"
+    command = [*train, "--out", str(run_dir)]
+    pointer = run_dir / "checkpoint" / "checkpoint.json"
+    for boundary, resumes_from in LM_BOUNDARIES:
+        killed = subprocess.run(
+            [sys.executable, str(HERE / "fault_injection.py"), boundary, "--", *command],
+            env={**ENV, "TMPDIR": str(tmp_path)}, capture_output=True, text=True,
+            timeout=TIMEOUT)
+        assert killed.returncode == -signal.SIGKILL, (boundary, killed.stderr[-2000:])
+        assert _read(run_dir / "run.json")["status"] == "running", boundary
+        if resumes_from is not None:
+            assert _read(pointer)["iterations"] == resumes_from, boundary
+    resumed = subprocess.run([sys.executable, "-m", "highway_zoo", *command], env=ENV,
+                             capture_output=True, text=True, timeout=TIMEOUT)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert reference.wait(TIMEOUT) == 0, reference.stderr.read()[-3000:]
+
+    run = _read(run_dir / "run.json")
+    assert run["status"] == "finished" and len(run["resumed"]) == len(LM_BOUNDARIES)
+    assert run["task"] == "language_model" and "phases_s" in run["timeline"]
+    weights = [zoo.load(str(d)).get_weights() for d in (run_dir, tmp_path / "reference")]
+    for got, want in zip(*weights, strict=True):
+        np.testing.assert_array_equal(got, want)  # bit for bit
+    history, expected = _read(run_dir / "history.json"), _read(tmp_path / "reference" /
+                                                                "history.json")
+    assert [e["epoch"] for e in history] == [0, 1, 2]
+    for key in ("val_loss", "val_perplexity", "learning_rate"):
+        assert [e[key] for e in history] == [e[key] for e in expected], key
+    assert [e.get("resumed_at_batch") for e in history] == [14, 6, None]  # 35 = 29 + 6
+    metrics = _read(run_dir / "metrics.json")
+    assert metrics["test_perplexity"] == _read(tmp_path / "reference" /
+                                               "metrics.json")["test_perplexity"]
+    files = _files(run_dir)
+    assert files == _files(tmp_path / "reference")
+    assert not [f for f in files if f.startswith((".", "checkpoint"))], files
+
+
 def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path):
     run_dir = tmp_path / "run"
     # Enough epochs that the run is still going when the first step checkpoint appears and
