@@ -57,7 +57,9 @@ from zoo.char_lm import set_trained_weights, trained_weights
 
 tensorflow_on_demand.install()
 
-__all__ = ["LanguageModelSettings", "next_learning_rate", "perplexity", "settle", "train_lm"]
+__all__ = ["KimPlateau", "LanguageModelSettings", "LanguageModelTask", "PerTokenLogs",
+           "ReseedDropout", "ResetStates", "epoch_learning_rate", "next_learning_rate",
+           "perplexity", "settle", "train_lm"]
 
 
 def perplexity(loss: float) -> float:
