@@ -510,10 +510,16 @@ class PerTokenLogs(keras.callbacks.Callback):
     are summed over the BPTT steps, `TimeSummedCrossentropy`), their perplexities, the
     learning rate, and the epoch's training seconds and tokens per second."""
 
+    async_safe = True  # its batch hook only rewrites the batch's own logs
+
     def __init__(self, bptt_steps: int, batch_size: int):
         super().__init__()
         self.bptt_steps, self.step_tokens = bptt_steps, bptt_steps * batch_size
         self._seconds = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs and "loss" in logs:  # the progress bar shows the loss per token too
+            logs["loss"] = float(logs["loss"]) / self.bptt_steps
 
     def on_epoch_begin(self, epoch, logs=None):
         self._began, self._seconds = time.perf_counter(), None
