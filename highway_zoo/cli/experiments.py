@@ -52,7 +52,7 @@ def demo(args) -> None:
 
 
 def _sweep_arguments(p) -> None:
-    from training.experiments.common import KINDS
+    from training.experiments.fc import KINDS
 
     _depths(p, (10, 20, 50, 100))
     add_list(p, "--kinds", choices=KINDS, default=KINDS, help="the kinds of net")

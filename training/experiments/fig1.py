@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from training.experiments.common import architecture
+from training.experiments.fc import architecture
 from training.run_dir import RUNS_ROOT
 
 KINDS = ("plain", "highway")
