@@ -1,12 +1,11 @@
 """`highway-zoo`: the command line. It parses, then calls the library.
 
 Each command lives in one module of this package (`models`: list, describe; `data`:
-prepare-text; `train`;
-`serving`: export, predict, generate; `analysis`: analyze, tensorboard; `tune`;
-`experiments`: demo, sweep, bias-study, variants, fig1; `bench`) whose `COMMANDS` maps
-each command name to a function that adds its arguments and a function that runs it. A
-command's module is imported only when that command runs (as pip does), so `--help`, `list`
-and `describe` import neither Keras nor TensorFlow and answer at once.
+prepare-text; `train`; `serving`: export, predict, generate; `analysis`: analyze, tensorboard;
+`tune`; `experiments`: demo, sweep, bias-study, variants, fig1, transfer, pretrain; `bench`)
+whose `COMMANDS` maps each command name to a function that adds its arguments and a function
+that runs it. A command's module is imported only when that command runs (as pip does), so
+`--help`, `list` and `describe` import neither Keras nor TensorFlow and answer at once.
 
 Errors: a mistake the user can fix is one line on stderr and exit status 2 (1 for a run that
 failed on its own, 130 / 143 for Ctrl-C / SIGTERM); a bug keeps its traceback.
@@ -44,6 +43,9 @@ COMMANDS = {
                  "depth, at equal width and matched parameters"),
     "fig1": ("experiments", "NIPS 2015 Fig. 1 by the paper's protocol: a random search "
              "per (plain | highway) x depth"),
+    "transfer": ("experiments", "transfer learning: a Fashion-MNIST body fine-tuned on MNIST "
+                 "against training from scratch"),
+    "pretrain": ("experiments", "make the weights shipped in zoo/pretrained/ (maintainers)"),
     "tune": ("tune", "hyperparameter search (the NIPS 2015 random search) with "
              "KerasTuner"),
     "analyze": ("analysis", "gate analyses of a trained net: NIPS 2015 Figs. 2-4, "
