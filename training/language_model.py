@@ -40,10 +40,11 @@ import keras
 import numpy as np
 
 import zoo
-from training import distribute, private_api, tensorflow_on_demand
 from training.data.text import Corpus, bptt_batches, load_corpus
 from training.recipes import get_recipe, recipe_name
 from training.run_dir import FINISHED, NON_FINITE, RUNNING, RunDir
+from training.runtime import backend as runtime_backend
+from training.runtime import distribute, private_api, tensorflow_on_demand
 from training.summaries import EventWriter
 from zoo.char_lm import set_trained_weights, trained_weights
 from zoo.files import atomic_path, write_text
@@ -378,7 +379,7 @@ def _train_in(settings: LanguageModelSettings, run_dir: RunDir, previous: dict |
     checkpoint = _Checkpoint(run_dir.checkpoint_dir)
     run = previous or {
         "command": sys.argv, **settings.config,
-        "versions": {"python": platform.python_version(), **distribute.versions()},
+        "versions": {"python": platform.python_version(), **runtime_backend.versions()},
         "started": _now(),
     }
     run.update(status=RUNNING, task="language_model",

@@ -36,7 +36,7 @@ Backends: a run trains on whichever Keras backend the process runs (`KERAS_BACKE
 tensorflow, jax or torch), with the same data order (tf.data reads the data on every
 backend), checkpoints, resumption and gate summaries; run.json's "versions" records the
 backend. `--strategy mirrored|multiworker` are TensorFlow's, `--strategy data_parallel` is
-Keras's `keras.distribution` on JAX (`training.distribute`): its processes > 0 write under
+Keras's `keras.distribution` on JAX (`training.runtime.distribute`): its processes > 0 write under
 `workers/<i>/` as multi-worker runs do. The run
 directory's `.weights.h5` loads on any backend, e.g. into a TensorFlow process that exports
 it (`highway-zoo export NAME --weights RUN_DIR`). A run resumed on another backend than it
@@ -45,7 +45,7 @@ is not bit-identical to an uninterrupted one; the resume message says so.
 
 The pieces: `training.run_dir` (the directory: layout, lock, records, status),
 `training.checkpoints` (checkpoints and the run's monitoring callback),
-`training.pipeline` (the input pipelines).
+`training.data.pipeline` (the input pipelines).
 """
 
 from __future__ import annotations
@@ -63,12 +63,12 @@ import keras
 import numpy as np
 
 import zoo
-from training import distribute, tensorflow_on_demand, timeline
+from training import timeline
 from training.callbacks import GateSummaries, ProgressBar
 from training.checkpoints import Checkpoints, RunMonitor, position_of, trained_iterations
 from training.data import Dataset, Examples, load_dataset
+from training.data.pipeline import EVALUATION_BATCH, evaluation_batches, training_batches
 from training.optimizers import apply_weight_decay, is_bias, make_optimizer
-from training.pipeline import EVALUATION_BATCH, evaluation_batches, training_batches
 from training.recipes import FIELD_DEFAULTS, get_recipe, recipe_name
 from training.run_dir import (
     FINISHED,
@@ -80,6 +80,8 @@ from training.run_dir import (
     RunDirError,
     RunWriteError,
 )
+from training.runtime import backend as runtime_backend
+from training.runtime import distribute, tensorflow_on_demand
 from zoo.weights import hash_path
 
 tensorflow_on_demand.install()
@@ -198,7 +200,7 @@ def train(
         recipe_overrides: recipe fields to change (`training.recipes.FIELDS`), e.g.
             `{"weight_decay": 0.0, "augmentation": "none"}`.
         strategy: "default", "mirrored", "multiworker", "data_parallel"
-            (`training.distribute`) or a `tf.distribute.Strategy`. The learning rate is not
+            (`training.runtime.distribute`) or a `tf.distribute.Strategy`. The learning rate is not
             scaled with replicas. "mirrored" and "multiworker" are TensorFlow's and
             "data_parallel" is JAX's (Keras's `keras.distribution`, set for the whole
             process); each is refused with a ValueError on the other backends.
@@ -307,7 +309,7 @@ def _train_in(settings: RunSettings, compiled: tuple[keras.Model, Any], *, run_d
     run = previous or {
         "command": sys.argv,
         **settings.config,
-        "versions": {"python": platform.python_version(), **distribute.versions()},
+        "versions": {"python": platform.python_version(), **runtime_backend.versions()},
         "started": _now(),
     }
     run.update(

@@ -119,7 +119,7 @@ def import_backend_quietly() -> None:
             if keras.backend.backend() == "tensorflow":
                 import tensorflow  # noqa: F401
             else:
-                from training import tensorflow_on_demand
+                from training.runtime import tensorflow_on_demand
 
                 tensorflow_on_demand.install()
         except BaseException:
@@ -229,11 +229,12 @@ def run() -> None:
     and closed, and the interpreter's teardown of Keras's and its backend's objects and modules
     is all that is left: 0.9-1.4 s of a training run's wall time (bench.whole_process, the
     "exit" phase). So the process flushes its output, runs the atexit handlers (temporary
-    directories, JAX's own clean-up) and ends there (`training.private_api.exit_without_teardown`),
-    unless a thread the interpreter would wait for (not a daemon) is still running."""
+    directories, JAX's own clean-up) and ends there
+    (`training.runtime.private_api.exit_without_teardown`), unless a thread the interpreter
+    would wait for (not a daemon) is still running."""
     code = main()
     if "keras" in sys.modules and not threads_to_wait_for():
-        from training import private_api
+        from training.runtime import private_api
 
         private_api.exit_without_teardown(code)
     sys.exit(code)
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(command).parse_args(argv)
     prog = f"highway-zoo {args.command}"
     if args.command not in LIGHT:
-        from training import jax_cache
+        from training.runtime import jax_cache
 
         jax_cache.use_by_default()  # before JAX is imported: it reads its environment then
         try:

@@ -102,7 +102,7 @@ def train_one(job: dict[str, Any], data=None) -> dict[str, Any]:
     from training import train
     from training.callbacks import EpochClock
     from training.run_dir import FINISHED, NON_FINITE, RunDir
-    from training.tf_gradient_registry import released_custom_gradients
+    from training.runtime.tf_gradient_registry import released_custom_gradients
     from zoo.model import recursion_headroom
 
     run_dir = RunDir(job["run_dir"])
@@ -116,7 +116,7 @@ def train_one(job: dict[str, Any], data=None) -> dict[str, Any]:
     else:
         data = _job_data(job) if data is None else data
         # released_custom_gradients: the study trains many nets in one process
-        # (training.tf_gradient_registry).
+        # (training.runtime.tf_gradient_registry).
         with recursion_headroom(job["depth"]), released_custom_gradients():
             try:
                 metrics = train(

@@ -165,12 +165,12 @@ def _tuner_class(kind: str):
         objective_name: str
 
         def run_trial(self, trial, *args, **kwargs):
-            from training.tf_gradient_registry import released_custom_gradients
+            from training.runtime.tf_gradient_registry import released_custom_gradients
             from zoo.files import write_text
 
             start = time.monotonic()
             # A trial's model is discarded when it ends; without this every trial left its
-            # traced graphs in memory (training.tf_gradient_registry).
+            # traced graphs in memory (training.runtime.tf_gradient_registry).
             with released_custom_gradients():
                 results = super().run_trial(trial, *args, **kwargs)
             # KerasTuner's trial.json keeps only the best epoch's metrics; the per-epoch
@@ -421,8 +421,8 @@ def search(
         FileExistsError: `out` holds a search with other settings (and not `overwrite`).
     """
     import zoo
-    from training import distribute
     from training.recipes import get_recipe
+    from training.runtime import distribute
 
     _tuner_class(tuner)  # unknown tuner: fail before loading anything
     _check_objective(objective)
