@@ -1,6 +1,6 @@
 """Table and figure of LSTM-Char-Large's six Table 1a variants, first epochs on one GPU.
 
-    python docs/language_model/ptb_large_gpu_8epochs/make_page.py
+    python docs/results/language_model/ptb_large_gpu_8epochs/make_page.py
 
 Reads runs/<variant>/{run,history}.json (copied from the run directories of
 `highway-zoo train lstm_char_large_ptb --corpus PTB --variant V --seed 0`, Residual with
