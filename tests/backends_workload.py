@@ -133,8 +133,8 @@ def _without_tensorflow(work: Path) -> dict:
     import numpy as np
 
     import zoo
-    from training import distribute
     from training.callbacks import GateSummaries
+    from training.runtime import distribute
     from training.summaries import EventWriter, png_of
 
     strategy = distribute.make_strategy("default")

@@ -153,7 +153,7 @@ def check_tf_distribute_strategies_are_refused_in_one_line(backend, record, work
 
 def check_the_run_exports_to_a_saved_model_under_tensorflow(backend, record, work):
     from highway_zoo import cli
-    from training.predict import load_signature
+    from zoo.serving.predict import load_signature
 
     base_dir = work / "exported"
     assert cli.main(["export", NAME, "--weights", str(work / "run"), "--base-dir",
@@ -191,7 +191,7 @@ def check_search(backend, record, work):
 
 
 def check_strategies_event_files_and_gate_summaries_need_no_tensorflow(backend, record, work):
-    """`training.distribute`'s one-device strategy, `training.summaries`' event files and
+    """`training.runtime.distribute`'s one-device strategy, `training.summaries`' event files and
     `GateSummaries` (on a model fit on NumPy arrays) import and run without TensorFlow, which
     JAX and PyTorch runs load for tf.data only."""
     assert record["without_tensorflow"] == {"strategy": "SingleDevice", "devices": True,

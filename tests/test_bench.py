@@ -26,7 +26,7 @@ from highway_zoo.bench import (
     wide,
 )
 from highway_zoo.cli import main as cli_main
-from training import jax_cache
+from training.runtime import jax_cache
 
 
 def _run(total, epoch_s, loss=0.1, acc=0.9, mem=100.0, steps_per_epoch=10, step_s=None):

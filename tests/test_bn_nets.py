@@ -7,7 +7,7 @@ import pytest
 
 import zoo
 from layers import BNHighwayBlock
-from training import augment
+from training.data import augment
 
 
 def run(model, x):

@@ -14,8 +14,8 @@ import pytest
 from places import free_ports
 
 import zoo
-from training import distribute
 from training.checkpoints import Checkpoints
+from training.runtime import distribute
 from zoo.files import sha256_of
 
 HIGHWAY_ZOO = os.path.join(os.path.dirname(sys.executable), "highway-zoo")

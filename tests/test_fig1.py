@@ -8,7 +8,7 @@ import matplotlib.image
 import pytest
 
 from highway_zoo import cli
-from training.experiments.common import architecture
+from training.experiments.fc import architecture
 
 TINY = ["--depths", "2,3", "--trials", "2", "--epochs", "1", "--max-train-examples", "500",
         "--max-test-examples", "200"]

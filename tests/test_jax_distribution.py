@@ -20,10 +20,11 @@ import pytest
 from places import free_ports
 
 from highway_zoo import cli
-from training import distribute
 from training.checkpoints import Checkpoints
 from training.data.images import Examples
-from training.pipeline import ExampleBatches
+from training.data.pipeline import ExampleBatches
+from training.runtime import distribute
+from training.runtime.distribute import jax_processes
 from zoo.files import sha256_of
 
 HERE = Path(__file__).resolve().parent
@@ -280,7 +281,7 @@ def test_process_settings_refuse_what_jax_would_wait_for(monkeypatch, env, messa
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=message) as refused:
-        distribute._process_settings()
+        jax_processes.process_settings()
     assert "\n" not in str(refused.value)
 
 
@@ -293,32 +294,32 @@ def test_a_coordinator_port_in_use_is_refused(monkeypatch):
         monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
         monkeypatch.setenv("KERAS_DISTRIBUTION_PROCESS_ID", "0")
         with pytest.raises(ValueError, match=f"port {port} .* is in use on this machine"):
-            distribute._process_settings()
+            jax_processes.process_settings()
         monkeypatch.setenv("KERAS_DISTRIBUTION_PROCESS_ID", "1")  # connects to it: fine
-        assert distribute._process_settings() == (f"127.0.0.1:{port}", 2, 1)
+        assert jax_processes.process_settings() == (f"127.0.0.1:{port}", 2, 1)
 
 
 def test_a_process_without_its_coordinator_stops_in_one_line():
     (port,) = free_ports(1)  # nothing listens there
     with pytest.raises(ValueError, match=f"No coordinator answered at '127.0.0.1:{port}' in "
                                          "0.5 s: start process 0") as refused:
-        distribute._wait_for_coordinator(f"127.0.0.1:{port}", 0.5)
+        jax_processes.wait_for_coordinator(f"127.0.0.1:{port}", 0.5)
     assert "\n" not in str(refused.value)
     with socket.socket() as coordinator:
         coordinator.bind(("127.0.0.1", 0))
         coordinator.listen()
-        distribute._wait_for_coordinator(f"127.0.0.1:{coordinator.getsockname()[1]}", 0.5)
+        jax_processes.wait_for_coordinator(f"127.0.0.1:{coordinator.getsockname()[1]}", 0.5)
 
 
 def test_process_settings_on_loopback(monkeypatch):
-    assert distribute._process_settings() is None  # no variables: one process
+    assert jax_processes.process_settings() is None  # no variables: one process
     first, second = free_ports(2)
     for process_id in (0, 1):
         monkeypatch.setenv("KERAS_DISTRIBUTION_JOB_ADDRESSES",
                            f"localhost:{first},127.0.0.1:{second}")
         monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
         monkeypatch.setenv("KERAS_DISTRIBUTION_PROCESS_ID", str(process_id))
-        assert distribute._process_settings() == (f"localhost:{first}", 2, process_id)
+        assert jax_processes.process_settings() == (f"localhost:{first}", 2, process_id)
 
 
 def test_a_last_batch_the_devices_cannot_split_is_refused():

@@ -42,9 +42,10 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path):
     assert _imported_packages(module) == {"typing", "highway_zoo"}
 
 
-# Other libraries' private modules; only the door (training/private_api.py) may import them.
+# Other libraries' private modules; only the door (training/runtime/private_api.py) may
+# import them.
 PRIVATE_MODULES = ("keras.src", "keras_tuner.src", "jax._src")
-DOOR = ROOT / "training" / "private_api.py"
+DOOR = ROOT / "training" / "runtime" / "private_api.py"
 
 
 def _private_imports(path: Path) -> set[str]:
@@ -76,3 +77,62 @@ def test_the_private_import_check_sees_every_form(tmp_path):
                       "from keras import layers\nimport jax._srcs\n")
     assert _private_imports(module) == {"keras.src.utils", "jax._src",
                                         "keras_tuner.src.distribute.utils"}
+
+
+def _module_imports(package_dir: Path, root: Path = ROOT) -> dict[str, set[str]]:
+    """Each module of `package_dir` (dotted from `root`) with the modules of the same package
+    it imports anywhere in its file (TYPE_CHECKING blocks aside)."""
+    modules = {".".join(p.relative_to(root).with_suffix("").parts): p
+               for p in sorted(package_dir.rglob("*.py")) if p.stem != "__init__"}
+    graph = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skipped = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+                   for statement in block.body for node in ast.walk(statement)}
+        names = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)  # and `from package import module` the module:
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[module] = {name for name in names if name in modules and name != module}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: every module that reaches itself, with the modules on its way."""
+    def reach(start):
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+        return seen
+
+    reached = {module: reach(module) for module in graph}
+    circles = {frozenset(m for m in reached[module] if module in reached[m])
+               for module in graph if module in reached[module]}
+    return sorted(sorted(circle) for circle in circles)
+
+
+@pytest.mark.parametrize("package", ORDER)
+def test_no_package_imports_in_a_circle(package):
+    assert _circles(_module_imports(ROOT / package)) == []
+
+
+def test_the_circle_check_sees_a_circle_through_a_function(tmp_path):
+    package = tmp_path / "training" / "experiments"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("from training.experiments.b import f\n")
+    (package / "b.py").write_text("def f():\n    from training.experiments import a\n")
+    (package / "c.py").write_text("import training.experiments.a\n"
+                                  "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                  "    from training.experiments import d\n")
+    (package / "d.py").write_text("from training.experiments.c import x\n")
+    assert _circles(_module_imports(package, tmp_path)) == [
+        ["training.experiments.a", "training.experiments.b"]]

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from training.pipeline import training_batches
+from training.data.pipeline import training_batches
 
 
 @pytest.mark.parametrize("name", ["highway_a_cifar10", "highway_b_cifar10", "highway_c_cifar10"])

@@ -13,9 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from training import augment
-from training.data import Examples
-from training.pipeline import ExampleBatches, evaluation_batches, training_batches
+from training.data import Examples, augment
+from training.data.pipeline import ExampleBatches, evaluation_batches, training_batches
 
 
 def _examples(n=50, shape=(6, 5, 3), seed=0) -> Examples:
@@ -99,7 +98,7 @@ import json, sys
 import numpy as np
 import keras
 from training.data import Examples
-from training.pipeline import training_batches
+from training.data.pipeline import training_batches
 rng = np.random.default_rng(0)
 images = rng.integers(0, 256, (50, 6, 5, 3), dtype=np.uint8)
 batches = training_batches(Examples(images, np.arange(50)), num_examples=50, batch_size=8,

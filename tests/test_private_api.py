@@ -1,6 +1,6 @@
-"""`training.private_api`, the one door to other libraries' private code: each capability works
-on the installed libraries, whose versions are in the tested ranges, and a version outside
-them gives one line (or, where a public path exists, a warning and that path)."""
+"""`training.runtime.private_api`, the one door to other libraries' private code: each
+capability works on the installed libraries, whose versions are in the tested ranges, and a
+version outside them gives one line (or, where a public path exists, a warning and that path)."""
 
 import os
 import re
@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from training import private_api
-from training.private_api import CAPABILITIES, TESTED, PrivateAPIError
+from training.runtime import private_api
+from training.runtime.private_api import CAPABILITIES, TESTED, PrivateAPIError
 
 ROOT = Path(__file__).resolve().parent.parent
 RAISING = [name for name, c in CAPABILITIES.items() if c.fallback is None]
@@ -84,7 +84,7 @@ def test_an_untested_version_with_a_public_path_warns_once_and_takes_it(name, mo
 # On JAX: Keras seeds and saves without TensorFlow, and seeds it once something imported it.
 DEFERRED = """
 import sys, keras
-from training import private_api
+from training.runtime import private_api
 private_api.defer_tensorflow_import()
 keras.utils.set_random_seed(1)
 model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
@@ -175,7 +175,7 @@ def test_a_download_attempt_is_refused_at_once_inside_the_block(tmp_path):
 
 EXITING = """
 import atexit, sys
-from training import private_api
+from training.runtime import private_api
 atexit.register(print, "handler ran", flush=True)
 
 class Teardown:  # deleted when the interpreter tears its modules down

@@ -11,10 +11,9 @@ import tensorflow as tf
 import zoo
 from highway_zoo import cli
 from layers import GlobalContrastNormalization
-from training import augment
-from training.data import Dataset
+from training.data import Dataset, augment
+from training.data.pipeline import evaluation_batches, training_batches
 from training.optimizers import CaffeSGD, apply_weight_decay, learning_rate, make_optimizer
-from training.pipeline import evaluation_batches, training_batches
 from training.recipes import (
     FIELD_DEFAULTS,
     FIELD_NAMES,

@@ -128,7 +128,7 @@ def test_describe_says_where_each_part_comes_from(name):
         assert meta["pretrained"]["file"] == f"{name}.weights.h5"
     else:
         assert meta["pretrained"] is None
-        assert ("PTB's training file" if name == LM else "18 minutes") in meta["weights_note"]
+        assert ("80 minutes" if name == LM else "18 minutes") in meta["weights_note"]
 
 
 @pytest.mark.parametrize("name", ["rezero_fc50_mnist", "layerscale_fc50_fashion_mnist", LM])

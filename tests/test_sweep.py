@@ -137,7 +137,7 @@ def test_a_diverged_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch,
 def test_a_run_stopped_before_its_result_is_read_from_its_run_directory(tmp_path):
     # A study stopped between a run's end and its result.json: run again, it records what the
     # run directory says instead of training (train refuses a finished or failed run).
-    from training.experiments.common import train_one
+    from training.experiments.fc import train_one
     from training.run_dir import NON_FINITE, RunDir
 
     run_dir = RunDir(tmp_path / "diverged")
@@ -161,7 +161,7 @@ def test_the_same_study_started_twice_shares_its_runs(tmp_path):
     import sys
     from pathlib import Path
 
-    from training.experiments.common import CLAIMS_DIR, RESULT_FILE
+    from training.experiments.study import CLAIMS_DIR, RESULT_FILE
 
     out = tmp_path / "sweep"
     argv = ["sweep", "--depths", "2", "--kinds", "plain", "--seeds", "3", "--epochs", "1",
@@ -215,7 +215,7 @@ def test_a_study_started_twice_at_once_is_claimed_once(tmp_path, monkeypatch, ca
     import time
 
     import zoo.files
-    from training.experiments.common import STUDY_FILE, claim_study_dir
+    from training.experiments.study import STUDY_FILE, claim_study_dir
 
     out = tmp_path / "studies" / "variants"
     settings = {"depths": [10], "seeds": [0, 1]}

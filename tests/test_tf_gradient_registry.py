@@ -1,5 +1,5 @@
-"""training.tf_gradient_registry: the graphs of models trained one after another in a process
-(a search's trials, a study's in-process runs) are freed (tensorflow/tensorflow#97697)."""
+"""training.runtime.tf_gradient_registry: the graphs of models trained one after another in a
+process (a search's trials, a study's in-process runs) are freed (tensorflow/tensorflow#97697)."""
 
 import gc
 import weakref
@@ -13,7 +13,7 @@ from test_training import separable_digits
 
 import zoo
 from training.experiments.variants import variants_study
-from training.tf_gradient_registry import released_custom_gradients
+from training.runtime.tf_gradient_registry import released_custom_gradients
 from training.tuning import search
 
 TRAIN_STEP = "one_step_on_data"  # the graph Keras's TensorFlow trainer traces per step
@@ -43,7 +43,7 @@ def test_the_block_frees_a_trained_models_graphs_that_tensorflow_keeps():
     _fit_one_model()
     kept = _train_steps_created_since(before)
     # The leak itself (TensorFlow 2.21, pinned): when this fails, TensorFlow has fixed it
-    # and training.tf_gradient_registry can go.
+    # and training.runtime.tf_gradient_registry can go.
     assert kept, f"TensorFlow {tf.__version__} no longer keeps trained models' graphs"
 
     before = _graphs()

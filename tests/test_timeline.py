@@ -10,8 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from training import jax_cache, timeline
+from training import timeline
 from training.data import Dataset, Examples
+from training.runtime import jax_cache
 from training.trainer import train
 
 TRAIN_PHASES = ["data", "build", "compile", "training", "evaluation", "callbacks", "saving"]

@@ -1,4 +1,4 @@
-"""The transfer experiment (`python -m training.experiments.transfer`) on a tiny budget."""
+"""The transfer experiment (`highway-zoo transfer`) on a tiny budget."""
 
 import json
 
@@ -55,7 +55,7 @@ HAND_RUNS = [
 
 
 def test_summary_table_and_figure_against_hand_values(tmp_path, monkeypatch):
-    summary = transfer.summarise(HAND_RUNS)
+    summary = transfer.transfer_summary(HAND_RUNS)
     assert [(r["size"], r["method"], r["seeds"]) for r in summary] == [
         (100, "scratch", 2), (1000, "scratch", 1)]
     assert summary[0]["mean"] == pytest.approx(0.6)
@@ -63,7 +63,7 @@ def test_summary_table_and_figure_against_hand_values(tmp_path, monkeypatch):
     assert summary[1]["mean"] == pytest.approx(0.9) and summary[1]["std"] == 0.0
     full = [*summary, *({**r, "method": m} for r in summary for m in transfer.METHODS
                         if m != "scratch")]
-    assert "| 100 | 0.600 ± 0.141 |" in transfer.table(full)
+    assert "| 100 | 0.600 ± 0.141 |" in transfer.transfer_table(full)
 
     import matplotlib.axes
 

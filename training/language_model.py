@@ -46,12 +46,13 @@ import keras
 import numpy as np
 
 import zoo
-from training import distribute, private_api, tensorflow_on_demand, timeline
+from training import timeline
 from training.checkpoints import Checkpoints, trained_iterations
 from training.data.text import Corpus, bptt_batches, load_corpus
 from training.recipes import get_recipe, recipe_name
 from training.run_core import RunSettings, Task, check_checkpoint_every, run
 from training.run_dir import RunDir, RunDirError
+from training.runtime import distribute, private_api, tensorflow_on_demand
 from training.summaries import EventWriter
 from zoo.char_lm import set_trained_weights, trained_weights
 

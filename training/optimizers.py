@@ -13,7 +13,7 @@ from typing import Any
 
 import keras
 
-from training import private_api
+from training.runtime import private_api
 
 # Layer name of every zoo network's classifier (zoo/heads.py).
 CLASSIFIER_LAYER = "logits"

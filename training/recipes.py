@@ -20,7 +20,7 @@ from typing import Any
 
 from zoo.recipes import QUICK_RECIPES, RECIPES
 
-# The names `training.augment.get` implements; listed here, where the recipe field and its
+# The names `training.data.augment.get` implements; listed here, where the recipe field and its
 # CLI flag offer them, so that building the flags needs no TensorFlow.
 AUGMENTATIONS = ("none", "pad_crop_flip", "pad4_crop_flip", "random_resized_crop_flip")
 

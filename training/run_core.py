@@ -33,10 +33,12 @@ from typing import Any
 import keras
 import numpy as np
 
-from training import distribute, timeline
+from training import timeline
 from training.callbacks import ProgressBar
 from training.checkpoints import Checkpoints, RunMonitor, position_of
 from training.run_dir import FINISHED, LOCK_FILE, NON_FINITE, RUNNING, RunDir, RunWriteError
+from training.runtime import backend as runtime_backend
+from training.runtime import distribute
 from zoo.weights import hash_path
 
 __all__ = ["NonFiniteLossError", "RunSettings", "Task", "check_checkpoint_every", "run"]
@@ -199,7 +201,7 @@ def _started(settings: RunSettings, previous: dict[str, Any] | None) -> dict[str
     run = previous or {
         "command": sys.argv,
         **settings.config,
-        "versions": {"python": platform.python_version(), **distribute.versions()},
+        "versions": {"python": platform.python_version(), **runtime_backend.versions()},
         "started": _now(),
     }
     run.update(

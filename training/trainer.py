@@ -36,7 +36,7 @@ Backends: a run trains on whichever Keras backend the process runs (`KERAS_BACKE
 tensorflow, jax or torch), with the same data order (tf.data reads the data on every
 backend), checkpoints, resumption and gate summaries; run.json's "versions" records the
 backend. `--strategy mirrored|multiworker` are TensorFlow's, `--strategy data_parallel` is
-Keras's `keras.distribution` on JAX (`training.distribute`): its processes > 0 write under
+Keras's `keras.distribution` on JAX (`training.runtime.distribute`): its processes > 0 write under
 `workers/<i>/` as multi-worker runs do. The run
 directory's `.weights.h5` loads on any backend, e.g. into a TensorFlow process that exports
 it (`highway-zoo export NAME --weights RUN_DIR`). A run resumed on another backend than it
@@ -46,7 +46,7 @@ is not bit-identical to an uninterrupted one; the resume message says so.
 The pieces: `training.run_core` (what a run is, for every task: the directory, resumption,
 checkpoints, history, the non-finite stop, the final files, the timeline, the progress),
 with `training.run_dir` and `training.checkpoints`; here the image task (`ImageTask`: its
-dataset, compile, batches from `training.pipeline`, gate summaries and final metrics).
+dataset, compile, batches from `training.data.pipeline`, gate summaries and final metrics).
 """
 
 from __future__ import annotations
@@ -58,12 +58,12 @@ from typing import Any
 import keras
 
 import zoo
-from training import distribute, tensorflow_on_demand, timeline
+from training import timeline
 from training.callbacks import GateSummaries
 from training.checkpoints import trained_iterations
 from training.data import Dataset, Examples, load_dataset
+from training.data.pipeline import EVALUATION_BATCH, evaluation_batches, training_batches
 from training.optimizers import apply_weight_decay, is_bias, make_optimizer
-from training.pipeline import EVALUATION_BATCH, evaluation_batches, training_batches
 from training.recipes import FIELD_DEFAULTS, get_recipe, recipe_name
 from training.run_core import (
     NonFiniteLossError,
@@ -73,6 +73,7 @@ from training.run_core import (
     run,
 )
 from training.run_dir import LOCK_FILE, WORKERS_DIR, RunDir, RunDirError, RunWriteError
+from training.runtime import distribute, tensorflow_on_demand
 
 tensorflow_on_demand.install()
 
@@ -146,7 +147,7 @@ def train(
         recipe_overrides: recipe fields to change (`training.recipes.FIELDS`), e.g.
             `{"weight_decay": 0.0, "augmentation": "none"}`.
         strategy: "default", "mirrored", "multiworker", "data_parallel"
-            (`training.distribute`) or a `tf.distribute.Strategy`. The learning rate is not
+            (`training.runtime.distribute`) or a `tf.distribute.Strategy`. The learning rate is not
             scaled with replicas. "mirrored" and "multiworker" are TensorFlow's and
             "data_parallel" is JAX's (Keras's `keras.distribution`, set for the whole
             process); each is refused with a ValueError on the other backends.

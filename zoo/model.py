@@ -40,6 +40,15 @@ def _stage_outputs(inputs, body, stages: list[dict[str, Any]]) -> dict[str, Any]
     return {stage["name"]: graph.get_layer(stage["layer"]).output for stage in stages}
 
 
+def quantized_layers(model) -> dict[str, str]:
+    """`{layer name: quantization mode}` of the model's quantized layers, in graph order.
+
+    The model's own layers (`model.layers`): those `quantize` quantizes, and those its config
+    records and `from_config` finds again by name (`model.get_layer`)."""
+    return {layer.name: layer.quantization_mode for layer in model.layers
+            if getattr(layer, "quantization_mode", None)}
+
+
 @keras.saving.register_keras_serializable(package="highway_zoo")
 class HighwayZooModel(keras.Model):
     """A registered highway architecture, built with optional overrides.
@@ -99,8 +108,6 @@ class HighwayZooModel(keras.Model):
         return generate(self, prompt, max_length, **kwargs)
 
     def get_config(self) -> dict[str, Any]:
-        from zoo.quantization import quantized_layers
-
         config = {
             "architecture": self.architecture,
             "overrides": self.overrides,

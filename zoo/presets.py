@@ -75,7 +75,7 @@ def save(
             "zoo.save saves a zoo model (one that zoo.load returned), whose architecture it "
             f"records. Received: a {type(model).__name__}. Save any other Keras model with "
             "model.save('model.keras'), or zoo.save the zoo model inside it.")
-    from zoo.quantization import quantized_layers
+    from zoo.model import quantized_layers
 
     if quantized_layers(model):
         raise ValueError(

@@ -26,16 +26,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from zoo.model import quantized_layers
+
 MODES = ("int8",)
-
-
-def quantized_layers(model) -> dict[str, str]:
-    """`{layer name: quantization mode}` of the model's quantized layers, in graph order.
-
-    The model's own layers (`model.layers`): those `quantize` quantizes, and those its config
-    records and `from_config` finds again by name (`model.get_layer`)."""
-    return {layer.name: layer.quantization_mode for layer in model.layers
-            if getattr(layer, "quantization_mode", None)}
 
 
 def _quantizable(model):

@@ -23,7 +23,7 @@ Every recipe has the same training fields:
 - `global_clipnorm`: clip the global gradient norm, or None;
 - `augmentation`: "none", or "pad_crop_flip" (pad by 8 pixels with each image's mean,
   which is zero after the model's GCN, random 32x32 crop and horizontal flip in training;
-  nothing at test time: `training.augment`).
+  nothing at test time: `training.data.augment`).
 
 Besides these, `source` says where a recipe comes from, `authors_seed` records the Caffe
 solver's `random_seed` (not used: `--seed` seeds a run), and quick recipes say in

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 
-from training import jax_cache
+from training.runtime import jax_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ def run_child(module: str, spec: dict, timeout: float | None = None,
     in `cwd`, default the repository root, with KERAS_BACKEND=`backend` and `env` added to the
     environment); its result, the last stdout line parsed as JSON. A measurement compiles
     afresh on JAX, whatever cache this process was given (`highway-zoo bench` has one), unless
-    `env` names a cache (`training.jax_cache.environment`).
+    `env` names a cache (`training.runtime.jax_cache.environment`).
 
     Raises `MeasurementFailed` in one line (the command, its exit status and its last line on
     stderr) when the process fails, and when it runs past `timeout` seconds."""

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from highway_zoo.bench import backends, driver
 from highway_zoo.bench.implementations import IMPLEMENTATIONS, OURS, PER_LAYER_GRAPHS, available
-from training import jax_cache
+from training.runtime import jax_cache
 
 RESULTS = Path(__file__).resolve().parent / "results" / "headline.json"
 

@@ -120,7 +120,7 @@ def run(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 
 
     import zoo
     from highway_zoo.bench.implementations import torch_char_lm
-    from training import distribute
+    from training.runtime import backend as runtime_backend
     from zoo.char_lm import trained_weights
 
     if steps < 3:
@@ -170,7 +170,7 @@ def run(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 
         "machine": {"processor": platform.processor() or platform.machine(),
                     "cpus": os.cpu_count(), "backend": keras.backend.backend(),
                     "torch_device": str(device), "torch_threads": torch.get_num_threads(),
-                    **distribute.versions()},
+                    **runtime_backend.versions()},
     }
 
 

@@ -68,8 +68,8 @@ def measure(name: str, batch_size: int, repeats: int, epochs: int) -> dict:
     import tensorflow as tf
 
     import zoo
+    from training.data.pipeline import training_batches
     from training.optimizers import apply_weight_decay, make_optimizer
-    from training.pipeline import training_batches
     from training.recipes import get_recipe, recipe_name
 
     info = zoo.describe(name)

@@ -5,7 +5,7 @@
 A `highway-zoo tune` search (`training.tuning.search`: random search of the paper's space,
 SGD + momentum) of `--trials` trials of the zoo's FC highway net at each depth, 1 epoch each on
 the MNIST sample, run in a fresh process (a) as the project runs it, with
-`training.tf_gradient_registry.released_custom_gradients()` around every trial, and (b)
+`training.runtime.tf_gradient_registry.released_custom_gradients()` around every trial, and (b)
 without it, as TensorFlow 2.21 and Keras leave it (tensorflow/tensorflow#97697: every traced
 train step stays in memory). The child records its resident memory (VmRSS, after a
 `gc.collect()`) at the end of every trial; the table gives the RSS after the first and the
@@ -32,7 +32,7 @@ def measure(mode: str, depth: int, trials: int) -> dict:
     """Runs in the child process."""
     import numpy as np
 
-    from training import tf_gradient_registry
+    from training.runtime import tf_gradient_registry
     from training.tuning import search
 
     released = tf_gradient_registry.released_custom_gradients

@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 
 from highway_zoo.bench import backends, driver
-from training import jax_cache
+from training.runtime import jax_cache
 
 RESULTS = Path(__file__).resolve().parent / "results" / "whole_process.json"
 PHASES = ("interpreter", "keras", "imports", "data", "build", "compile", "training",

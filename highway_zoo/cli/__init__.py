@@ -1,12 +1,11 @@
 """`highway-zoo`: the command line. It parses, then calls the library.
 
 Each command lives in one module of this package (`models`: list, describe; `data`:
-prepare-text; `train`;
-`serving`: export, predict, generate; `analysis`: analyze, tensorboard; `tune`;
-`experiments`: demo, sweep, bias-study, variants, fig1; `bench`) whose `COMMANDS` maps
-each command name to a function that adds its arguments and a function that runs it. A
-command's module is imported only when that command runs (as pip does), so `--help`, `list`
-and `describe` import neither Keras nor TensorFlow and answer at once.
+prepare-text; `train`; `serving`: export, predict, generate; `analysis`: analyze, tensorboard;
+`tune`; `experiments`: demo, sweep, bias-study, variants, fig1, transfer, pretrain; `bench`)
+whose `COMMANDS` maps each command name to a function that adds its arguments and a function
+that runs it. A command's module is imported only when that command runs (as pip does), so
+`--help`, `list` and `describe` import neither Keras nor TensorFlow and answer at once.
 
 Errors: a mistake the user can fix is one line on stderr and exit status 2 (1 for a run that
 failed on its own, 130 / 143 for Ctrl-C / SIGTERM); a bug keeps its traceback.
@@ -44,6 +43,9 @@ COMMANDS = {
                  "depth, at equal width and matched parameters"),
     "fig1": ("experiments", "NIPS 2015 Fig. 1 by the paper's protocol: a random search "
              "per (plain | highway) x depth"),
+    "transfer": ("experiments", "transfer learning: a Fashion-MNIST body fine-tuned on MNIST "
+                 "against training from scratch"),
+    "pretrain": ("experiments", "make the weights shipped in zoo/pretrained/ (maintainers)"),
     "tune": ("tune", "hyperparameter search (the NIPS 2015 random search) with "
              "KerasTuner"),
     "analyze": ("analysis", "gate analyses of a trained net: NIPS 2015 Figs. 2-4, "
@@ -117,7 +119,7 @@ def import_backend_quietly() -> None:
             if keras.backend.backend() == "tensorflow":
                 import tensorflow  # noqa: F401
             else:
-                from training import tensorflow_on_demand
+                from training.runtime import tensorflow_on_demand
 
                 tensorflow_on_demand.install()
         except BaseException:
@@ -227,11 +229,12 @@ def run() -> None:
     and closed, and the interpreter's teardown of Keras's and its backend's objects and modules
     is all that is left: 0.9-1.4 s of a training run's wall time (bench.whole_process, the
     "exit" phase). So the process flushes its output, runs the atexit handlers (temporary
-    directories, JAX's own clean-up) and ends there (`training.private_api.exit_without_teardown`),
-    unless a thread the interpreter would wait for (not a daemon) is still running."""
+    directories, JAX's own clean-up) and ends there
+    (`training.runtime.private_api.exit_without_teardown`), unless a thread the interpreter
+    would wait for (not a daemon) is still running."""
     code = main()
     if "keras" in sys.modules and not threads_to_wait_for():
-        from training import private_api
+        from training.runtime import private_api
 
         private_api.exit_without_teardown(code)
     sys.exit(code)
@@ -254,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(command).parse_args(argv)
     prog = f"highway-zoo {args.command}"
     if args.command not in LIGHT:
-        from training import jax_cache
+        from training.runtime import jax_cache
 
         jax_cache.use_by_default()  # before JAX is imported: it reads its environment then
         try:

@@ -138,7 +138,7 @@ def add_epochs(parser, default: int | None = None) -> None:
 
 
 def add_init(parser) -> None:
-    from training.experiments.common import INITS
+    from training.experiments.fc import INITS
 
     parser.add_argument("--init", choices=tuple(INITS), default="seed",
                         help="kernel initialisation: seed (default; the seed write-up's "

@@ -1,4 +1,5 @@
-"""The experiments' commands: demo, sweep, bias-study, variants, fig1 (training/experiments/)."""
+"""The experiments' commands: demo, sweep, bias-study, variants, fig1, transfer, pretrain
+(training/experiments/)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def demo(args) -> None:
 
 
 def _sweep_arguments(p) -> None:
-    from training.experiments.common import KINDS
+    from training.experiments.fc import KINDS
 
     _depths(p, (10, 20, 50, 100))
     add_list(p, "--kinds", choices=KINDS, default=KINDS, help="the kinds of net")
@@ -231,10 +232,42 @@ def fig1(args) -> None:
           max_test_examples=args.max_test_examples, seed=args.seed)
 
 
+# --- transfer and pretrain: their options are their modules' own, which also run as
+# `python -m training.experiments.transfer` / `.pretrain`.
+
+
+def _transfer_arguments(p) -> None:
+    from training.experiments.transfer import add_arguments
+
+    add_arguments(p)
+
+
+def transfer(args) -> None:
+    from training.experiments.transfer import run_from_args
+
+    run_from_args(args)
+
+
+def _pretrain_arguments(p) -> None:
+    from training.experiments.pretrain import add_arguments
+
+    p.description = ("Trains the nets whose weights ship in zoo/pretrained/ (or ships a "
+                     "finished language-model run) and records them in its index.json.")
+    add_arguments(p)
+
+
+def pretrain(args) -> None:
+    from training.experiments.pretrain import run_from_args
+
+    run_from_args(args)
+
+
 COMMANDS = {
     "demo": (_demo_arguments, demo),
     "sweep": (_sweep_arguments, sweep),
     "bias-study": (_bias_study_arguments, bias_study),
     "variants": (_variants_arguments, variants),
     "fig1": (_fig1_arguments, fig1),
+    "transfer": (_transfer_arguments, transfer),
+    "pretrain": (_pretrain_arguments, pretrain),
 }

@@ -105,8 +105,8 @@ def _predict_arguments(p) -> None:
 
 
 def predict(args) -> None:
-    from training.predict import NextWords
-    from training.predict import predict as predict_
+    from zoo.serving.predict import NextWords
+    from zoo.serving.predict import predict as predict_
 
     for result in predict_(args.model_dir, args.images, top=args.top):
         if isinstance(result, NextWords):

@@ -42,8 +42,8 @@ def overrides(args) -> dict:
 
 
 def _arguments(p) -> None:
-    from training.distribute import STRATEGIES
     from training.recipes import add_recipe_flags
+    from training.runtime.distribute import STRATEGIES
 
     p.description = (
         "Trains a zoo network with its paper recipe (or --recipe quick), writing a run "
@@ -75,7 +75,7 @@ def _arguments(p) -> None:
                    "logical CPU devices of --cpu-devices), multiworker (TensorFlow: "
                    "TF_CONFIG) or data_parallel (JAX: keras.distribution.DataParallel over "
                    "every device; several processes with KERAS_DISTRIBUTION_JOB_ADDRESSES, "
-                   "_NUM_PROCESSES and _PROCESS_ID); see training/distribute.py")
+                   "_NUM_PROCESSES and _PROCESS_ID); see training/runtime/distribute/")
     p.add_argument("--cpu-devices", type=positive, metavar="N",
                    help="split the host CPU into N logical devices (for --strategy mirrored "
                    "or data_parallel without GPUs)")
@@ -86,8 +86,8 @@ def _arguments(p) -> None:
 
 
 def train(args) -> None:
-    from training import distribute
     from training.recipes import recipe_overrides
+    from training.runtime import distribute
 
     if args.cpu_devices is not None:
         refusal = distribute.cpu_devices_need_a_strategy(args.strategy)

@@ -22,7 +22,7 @@ def _range(args, flag: str) -> tuple[float, float]:
 
 
 def _arguments(p) -> None:
-    from training.distribute import STRATEGIES
+    from training.runtime.distribute import STRATEGIES
     from training.tuning.space import ACTIVATIONS, SearchSpace
     from training.tuning.tuner import PRODUCED_METRICS, TUNERS
 
@@ -74,7 +74,7 @@ def _arguments(p) -> None:
 
 
 def tune(args) -> None:
-    from training import distribute
+    from training.runtime import distribute
     from training.tuning import SearchSpace, search
 
     if args.cpu_devices is not None:

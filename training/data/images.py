@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from training import private_api
+from training.runtime import private_api
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -45,21 +45,20 @@ def plot_bias_study(results: dict[str, Any], path: Path) -> None:
 
 def bias_table(results: dict[str, Any]) -> str:
     """Markdown: final training loss (and test accuracy) per b_T, a column per depth."""
+    from training.experiments.study import format_table
+
     summary = [s for s in results["summary"] if s["kind"] == "highway"]
     depths = sorted({s["depth"] for s in summary})
     biases = sorted({s["transform_bias"] for s in summary}, reverse=True)
     by = {(s["depth"], s["transform_bias"]): s for s in summary}
-    head = "| b_T | " + " | ".join(f"depth {d} train loss | depth {d} test acc"
-                                   for d in depths) + " |"
-    lines = [head, "| ---: |" + " ---: | ---: |" * len(depths)]
-    for b in biases:
-        cells = []
-        for d in depths:
-            s = by.get((d, b))
-            cells += ([f"{s['final_train_loss']['mean']:.3f}",
-                       f"{s['test_accuracy']['mean']:.3f}"] if s else ["-", "-"])
-        lines.append(f"| {b:g} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+
+    def cells(s):
+        return ([f"{s['final_train_loss']['mean']:.3f}", f"{s['test_accuracy']['mean']:.3f}"]
+                if s else ["-", "-"])
+
+    return format_table(
+        ["b_T", *(f"depth {d} {what}" for d in depths for what in ("train loss", "test acc"))],
+        [[f"{b:g}", *(c for d in depths for c in cells(by.get((d, b))))] for b in biases])
 
 
 def bias_study(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from training.data import load_dataset
-from training.experiments.common import INITS, KINDS, architecture, format_table
+from training.experiments.fc import INITS, KINDS, architecture, depth_table
 from training.run_dir import claim_dir, default_dir
 from training.trainer import train
 from zoo.files import save_figure, write_text
@@ -90,7 +90,7 @@ def demo(
             f"{metrics['final_train_loss']:.3f} ({time.perf_counter() - start:.1f} s)",
             flush=True,
         )
-    table = format_table(results)
+    table = depth_table(results)
     print()
     print(table)
     summary = {"data": data.source, "seed": seed, "init": init, "overrides": overrides,

@@ -43,7 +43,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from training.experiments.common import architecture
+from training.experiments.fc import architecture
+from training.experiments.study import format_table
 from training.run_dir import RUNS_ROOT
 
 KINDS = ("plain", "highway")
@@ -69,21 +70,6 @@ def _check(depths, kinds, trials, epochs, top) -> None:
     for label, value in (("trials", trials), ("epochs", epochs), ("top", top)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{label} must be a positive integer. Received: {value!r}")
-
-
-def _wait_for_chief(cell_dir: Path, timeout: float = 3600.0) -> None:
-    """A worker waits for the chief to open the cell (write its search.json): a worker that
-    wrote trial files first would make the chief refuse the directory as someone else's."""
-    from training.tuning.tuner import SETTINGS_FILE
-
-    deadline = time.monotonic() + timeout
-    if not (cell_dir / SETTINGS_FILE).exists():
-        print(f"Waiting for the chief to open {cell_dir} ...", flush=True)
-    while not (cell_dir / SETTINGS_FILE).exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the chief did not open {cell_dir} within {timeout:.0f} s; is "
-                               "it running with the same --out, --depths and --kinds?")
-        time.sleep(1)
 
 
 def _finite(values: Sequence[float]) -> bool:
@@ -144,27 +130,28 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def format_table(results: dict[str, Any]) -> str:
+def _row(c: dict[str, Any]) -> list[Any]:
+    best, t = c["best"], c["top"]
+    hps = acc = final = "-"
+    if best:
+        hp = best["hyperparameters"]
+        bias = f"b_T {hp['transform_bias']:.2f}, " if "transform_bias" in hp else ""
+        hps = (f"{bias}lr {hp['learning_rate']:.2e}, momentum {hp['momentum']:.3f}, "
+               f"decay {hp['lr_decay']:.3f}, {hp['activation']}")
+        acc = "-" if best["test_accuracy"] is None else f"{best['test_accuracy']:.3f}"
+        final = f"{best['final_loss']:.2e}"
+    mean = "-" if t["mean"] is None else f"{t['mean']:.2e} ± {t['std']:.1e} ({t['n']})"
+    return [c["depth"], c["kind"], c["trials"], final, mean, c["diverged"], hps, acc,
+            _minutes(c["seconds"])]
+
+
+def fig1_table(results: dict[str, Any]) -> str:
     top = results["settings"]["top"]
-    lines = [f"| depth | net | trials | best final loss | mean top {top} ± std (n) | diverged "
-             "| best run's hyperparameters | test acc (best) | training time |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
-    for c in results["cells"]:
-        best = c["best"]
-        if best:
-            hp = best["hyperparameters"]
-            bias = f"b_T {hp['transform_bias']:.2f}, " if "transform_bias" in hp else ""
-            hps = (f"{bias}lr {hp['learning_rate']:.2e}, momentum {hp['momentum']:.3f}, "
-                   f"decay {hp['lr_decay']:.3f}, {hp['activation']}")
-            acc = "-" if best["test_accuracy"] is None else f"{best['test_accuracy']:.3f}"
-        t = c["top"]
-        mean = "-" if t["mean"] is None else f"{t['mean']:.2e} ± {t['std']:.1e} ({t['n']})"
-        final = f"{best['final_loss']:.2e}" if best else "-"
-        lines.append(
-            f"| {c['depth']} | {c['kind']} | {c['trials']} | {final} | {mean} | {c['diverged']} | "
-            f"{hps if best else '-'} | {acc if best else '-'} | {_minutes(c['seconds'])} |"
-        )
-    return "\n".join(lines)
+    return format_table(
+        ["depth", "net", "trials", "best final loss", f"mean top {top} ± std (n)", "diverged",
+         "best run's hyperparameters", "test acc (best)", "training time"],
+        [_row(c) for c in results["cells"]],
+        ["---:", "---", "---:", "---:", "---:", "---:", "---", "---:", "---:"])
 
 
 def _data_line(results: dict[str, Any]) -> str:
@@ -256,28 +243,23 @@ def fig1(
     _check(depths, kinds, trials, epochs, top)
     out = Path(out) if out is not None else RUNS_ROOT / "fig1"
     cells = [(kind, depth) for depth in sorted(depths) for kind in kinds]
-    role = tuning._role()
-    base_port = os.environ.get("KERASTUNER_ORACLE_PORT")
     started = time.monotonic()
-    for i, (kind, depth) in enumerate(cells):
-        name, overrides = architecture(kind, depth)
-        print(f"\n=== Fig. 1 cell {i + 1}/{len(cells)}: {kind} depth {depth} ({name}"
-              f"{f', depth={depth}' if overrides else ''}), {trials} trials of {epochs} "
+
+    def announce(i: int, cell: tuning.Cell) -> None:
+        kind, depth = cells[i]
+        print(f"\n=== Fig. 1 cell {i + 1}/{len(cells)}: {kind} depth {depth} ({cell.name}"
+              f"{f', depth={depth}' if cell.overrides else ''}), {trials} trials of {epochs} "
               f"epoch(s); {_minutes(time.monotonic() - started)} so far ===", flush=True)
-        if role != "standalone":  # each cell's oracle listens on its own port
-            os.environ["KERASTUNER_ORACLE_PORT"] = str(int(base_port) + i)
-        if role == "worker":
-            _wait_for_chief(out / cell_dir_name(kind, depth))
-        try:
-            tuning.search(name, space=tuning.SearchSpace(), tuner="random", max_trials=trials,
-                          epochs=epochs, objective="loss", out=out / cell_dir_name(kind, depth),
-                          data_dir=data_dir, batch_size=batch_size,
-                          max_train_examples=max_train_examples,
-                          max_test_examples=max_test_examples, seed=seed, **overrides)
-        finally:
-            if base_port is not None:
-                os.environ["KERASTUNER_ORACLE_PORT"] = base_port
-    if role == "worker":
+
+    grid = []
+    for kind, depth in cells:
+        name, overrides = architecture(kind, depth)
+        grid.append(tuning.Cell(name, out / cell_dir_name(kind, depth), overrides))
+    searched = tuning.search_cells(
+        grid, announce, space=tuning.SearchSpace(), tuner="random", max_trials=trials,
+        epochs=epochs, objective="loss", data_dir=data_dir, batch_size=batch_size,
+        max_train_examples=max_train_examples, max_test_examples=max_test_examples, seed=seed)
+    if searched is None:
         print("Worker: every cell is done; the chief writes the figure.", flush=True)
         return None
 
@@ -295,7 +277,7 @@ def fig1(
         "complete": all(c["trials"] == trials for c in summaries),
         "cells": summaries,
     }
-    table = format_table(results)
+    table = fig1_table(results)
     write_text(out / RESULTS_FILE, json.dumps(results, indent=2) + "\n", overwrite=True)
     write_text(out / TABLE_FILE, f"Data: {_data_line(results)}; {LOSS_NOTE}.\n\n{table}\n",
                overwrite=True)
@@ -307,6 +289,3 @@ def fig1(
           f"Wrote {out / RESULTS_FILE}, {out / TABLE_FILE} and {out / FIGURE_FILE}.",
           flush=True)
     return results
-
-
-# --- Command line -------------------------------------------------------------------

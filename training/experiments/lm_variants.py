@@ -34,15 +34,17 @@ import numpy as np
 import zoo
 from layers.variants import ALL_VARIANTS, GATED_SKIPS
 from layers.variants import parameter_count as layer_parameters
-from training.experiments.common import (
-    _stats,
-    claim_study_dir,
+from training.experiments.study import (
+    STD_NOTE,
+    Study,
     code_version,
+    format_table,
     load_mergeable,
-    run_jobs,
+    mean_std,
+    run_study,
+    summarise,
 )
 from training.recipes import get_recipe, recipe_name
-from training.run_dir import default_dir
 from zoo.files import save_figure, write_text
 
 PAPER_TABLE_1A = {"full": 79.09, "coupled": 79.13, "c_only": 79.15, "t_only": 82.94,
@@ -66,43 +68,38 @@ def highway_layers(model: str, variant: str) -> int:
     return layers
 
 
-def summarise(runs: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[dict[str, Any]]:
-    rows = []
-    for variant in variants:
-        mine = [r for r in runs if r["variant"] == variant]
-        if not mine:
-            continue
+SUMMARISED = ("test_perplexity", "val_perplexity", "final_train_perplexity",
+              "tokens_per_second")
+
+
+def variants_summary(runs: Sequence[dict[str, Any]],
+                     variants: Sequence[str]) -> list[dict[str, Any]]:
+    """Per variant (in the order of `variants`): its layers, parameters, and the mean and std
+    over seeds of its perplexities."""
+    groups = {g["variant"]: g for g in summarise(runs, ("variant",), SUMMARISED,
+                                                 ("val_perplexity_curve",))}
+    return [{
+        "variant": variant, "highway_layers": g["runs"][0]["overrides"]["highway_layers"],
+        "params": g["runs"][0]["params"], "seeds": [r["seed"] for r in g["runs"]],
+        **{key: g[key] for key in SUMMARISED},
         # A diverged run stops early: NaN at its missing epochs.
-        length = max(len(r["val_perplexity_curve"]) for r in mine)
-        curves = np.array([r["val_perplexity_curve"] + [math.nan] * (length - len(
-            r["val_perplexity_curve"])) for r in mine], dtype=float)
-        rows.append({
-            "variant": variant, "highway_layers": mine[0]["overrides"]["highway_layers"],
-            "params": mine[0]["params"], "seeds": [r["seed"] for r in mine],
-            "test_perplexity": _stats([r["test_perplexity"] for r in mine]),
-            "val_perplexity": _stats([r["val_perplexity"] for r in mine]),
-            "final_train_perplexity": _stats([r["final_train_perplexity"] for r in mine]),
-            "tokens_per_second": _stats([r["tokens_per_second"] for r in mine]),
-            "val_perplexity_curve_mean": np.nanmean(curves, axis=0).tolist(),
-            "paper_test_perplexity": PAPER_TABLE_1A.get(variant),
-        })
-    return rows
+        "val_perplexity_curve_mean": np.nanmean(g["val_perplexity_curve"], axis=0).tolist(),
+        "paper_test_perplexity": PAPER_TABLE_1A.get(variant),
+    } for variant in variants if (g := groups.get(variant))]
 
 
-def _cell(stats: dict[str, Any] | None) -> str:
-    return "-" if stats is None else f"{stats['mean']:.1f} ± {stats['std']:.1f}"
+def variants_table(rows: Sequence[dict[str, Any]]) -> str:
+    def cell(stats):
+        return mean_std(stats, ".1f")
 
-
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    lines = ["| variant | highway layers | parameters | validation perplexity | test "
-             "perplexity | paper (Table 1a, Large on PTB) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for r in sorted(rows, key=lambda r: r["test_perplexity"]["mean"]):
-        paper = r["paper_test_perplexity"]
-        lines.append(f"| {r['variant']} | {r['highway_layers']} | {r['params']:,} | "
-                     f"{_cell(r['val_perplexity'])} | {_cell(r['test_perplexity'])} | "
-                     f"{'-' if paper is None else f'{paper:.2f}'} |")
-    return "\n".join(lines) + "\n"
+    return format_table(
+        ["variant", "highway layers", "parameters", "validation perplexity", "test perplexity",
+         "paper (Table 1a, Large on PTB)"],
+        [[r["variant"], r["highway_layers"], f"{r['params']:,}", cell(r["val_perplexity"]),
+          cell(r["test_perplexity"]), "-" if (paper := r["paper_test_perplexity"]) is None
+          else f"{paper:.2f}"]
+         for r in sorted(rows, key=lambda r: r["test_perplexity"]["mean"])],
+        ["---", "---:", "---:", "---:", "---:", "---:"]) + "\n"
 
 
 def plot(rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], path: Path,
@@ -136,6 +133,111 @@ def plot(rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], path: P
     plt.close(fig)
 
 
+class LMVariantsStudy(Study):
+    """The language-model variants study as a `training.experiments.study.Study`: see
+    `lm_variants_study`."""
+
+    name, figure_file = "lm-variants", "perplexity.png"
+
+    def __init__(self, corpus, *, model, variants, seeds, epochs, max_train_tokens, recipe):
+        from training.data.corpora import corpus_identity
+        from training.data.text import load_corpus
+
+        self.info = info = zoo.describe(model)
+        if info["family"] != "char_lm":
+            raise ValueError(f"{model} is not a language model; choose from "
+                             f"{', '.join(zoo.list_models('lstm_char_*'))}.")
+        unknown = [v for v in variants if v not in ALL_VARIANTS]
+        if not variants or unknown or len(set(variants)) != len(variants):
+            raise ValueError(f"variants must be distinct names from {', '.join(ALL_VARIANTS)}. "
+                             f"Received: {list(variants)!r}")
+        self.seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or any(
+                not isinstance(s, int) or s < 0 for s in self.seeds):
+            raise ValueError("seeds must be a positive count or a list of distinct seeds. "
+                             f"Received: {seeds!r}")
+        self.recipe = get_recipe(recipe_name(info["recipe"], recipe), epochs=epochs)
+        # The corpus checked (and its size known) before any folder.
+        self.text = text = load_corpus(corpus)
+        self.corpus_record = {
+            "directory": str(Path(corpus).resolve()), "name": text.name,
+            "train_tokens": int(text.train.words.size),
+            "valid_tokens": int(text.valid.words.size), "test_tokens": int(text.test.words.size),
+            "words": len(text.words), "chars": len(text.chars), **corpus_identity(corpus)}
+        if max_train_tokens is not None and (not isinstance(max_train_tokens, int)
+                                             or max_train_tokens < 1):
+            raise ValueError(f"max_train_tokens must be a positive integer. "
+                             f"Received: {max_train_tokens!r}")
+        self.corpus, self.model, self.variants = corpus, model, variants
+        self.max_train_tokens = max_train_tokens
+        self.settings_ = {
+            "model": model, "variants": list(variants), "seeds": self.seeds,
+            "recipe": self.recipe, "max_train_tokens": max_train_tokens, "code": code_version(),
+            "residual_rule": "Residual with twice the model's highway layers (Greff et "
+                             "al.: four for Large's two)"}
+        if set(variants) & set(GATED_SKIPS):
+            self.settings_["gated_skip_rule"] = (
+                "each gated skip with the highway layers whose parameters are closest to the "
+                "model's coupled layers")
+
+    def settings(self) -> dict[str, Any]:
+        return {"corpus": self.corpus_record, **self.settings_}
+
+    def jobs(self, out: Path) -> list[dict[str, Any]]:
+        from zoo.char_lm import parameter_count
+
+        record = self.corpus_record
+        # After the claim's line: what the study trains on.
+        print(f"Corpus: {record['directory']} ({record['train_tokens']:,} training "
+              f"tokens, {record['words']:,} words)", flush=True)
+        args = self.info["architecture_args"]
+        jobs = []
+        for seed in self.seeds:
+            for variant in self.variants:
+                overrides = {"variant": variant,
+                             "highway_layers": highway_layers(self.model, variant)}
+                jobs.append({
+                    "task": "language_model", "variant": variant, "seed": seed,
+                    "architecture": self.model, "overrides": overrides,
+                    "corpus": str(self.corpus), "epochs": self.recipe["epochs"],
+                    "recipe": self.recipe["name"], "max_train_tokens": self.max_train_tokens,
+                    "params": parameter_count(**{**args, **overrides,
+                                                 "classes": len(self.text.words),
+                                                 "char_vocab_size": len(self.text.chars)}),
+                    "run_dir": str(out / f"{variant}_seed{seed}"),
+                })
+        return jobs
+
+    def label(self, job: dict[str, Any]) -> str:
+        return f"{job['variant']:8s} seed {job['seed']}"
+
+    @staticmethod
+    def run_one(job: dict[str, Any], data: Any = None) -> dict[str, Any]:
+        return train_one(job)
+
+    @staticmethod
+    def progress(result: dict[str, Any]) -> str:
+        return progress(result)
+
+    def summary(self, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return variants_summary(runs, self.variants)
+
+    def table(self, summary: Sequence[dict[str, Any]]) -> str:
+        return variants_table(summary)
+
+    def results(self, runs, summary) -> dict[str, Any]:
+        return {"corpus": self.corpus_record, "settings": self.settings_, "std": STD_NOTE,
+                "paper_table_1a": PAPER_TABLE_1A, "summary": summary, "runs": runs}
+
+    def figure(self, results: dict[str, Any], out: Path) -> None:
+        n, recipe = len(self.seeds), self.recipe
+        trained = min(self.corpus_record["train_tokens"], self.max_train_tokens or math.inf)
+        plot(results["summary"], results["runs"], out / self.figure_file,
+             f"Highway variants in {self.model} on {self.text.name} ({trained:,} "
+             f"training tokens, {recipe['name']}, {recipe['epochs']} epochs; {n} seed"
+             f"{'s' if n > 1 else ''})")
+
+
 def lm_variants_study(
     corpus: str | os.PathLike,
     *,
@@ -164,81 +266,9 @@ def lm_variants_study(
             earlier run of the study with the same settings, which resumes.
         isolate: train each net in its own process.
     """
-    from training.data.corpora import corpus_identity
-    from training.data.text import load_corpus
-
-    info = zoo.describe(model)
-    if info["family"] != "char_lm":
-        raise ValueError(f"{model} is not a language model; choose from "
-                         f"{', '.join(zoo.list_models('lstm_char_*'))}.")
-    unknown = [v for v in variants if v not in ALL_VARIANTS]
-    if not variants or unknown or len(set(variants)) != len(variants):
-        raise ValueError(f"variants must be distinct names from {', '.join(ALL_VARIANTS)}. "
-                         f"Received: {list(variants)!r}")
-    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    if not seed_list or len(set(seed_list)) != len(seed_list) or any(
-            not isinstance(s, int) or s < 0 for s in seed_list):
-        raise ValueError("seeds must be a positive count or a list of distinct seeds. "
-                         f"Received: {seeds!r}")
-    recipe_ = get_recipe(recipe_name(info["recipe"], recipe), epochs=epochs)
-    text = load_corpus(corpus)  # the corpus checked (and its size known) before any folder
-    corpus_record = {"directory": str(Path(corpus).resolve()), "name": text.name,
-                     "train_tokens": int(text.train.words.size),
-                     "valid_tokens": int(text.valid.words.size),
-                     "test_tokens": int(text.test.words.size), "words": len(text.words),
-                     "chars": len(text.chars), **corpus_identity(corpus)}
-    if max_train_tokens is not None and (not isinstance(max_train_tokens, int)
-                                         or max_train_tokens < 1):
-        raise ValueError(f"max_train_tokens must be a positive integer. "
-                         f"Received: {max_train_tokens!r}")
-    settings = {"model": model, "variants": list(variants), "seeds": seed_list,
-                "recipe": recipe_, "max_train_tokens": max_train_tokens,
-                "code": code_version(),
-                "residual_rule": "Residual with twice the model's highway layers (Greff et "
-                                 "al.: four for Large's two)"}
-    if set(variants) & set(GATED_SKIPS):
-        settings["gated_skip_rule"] = ("each gated skip with the highway layers whose "
-                                       "parameters are closest to the model's coupled layers")
-    out = claim_study_dir(out or default_dir("lm-variants"),
-                          {"corpus": corpus_record, **settings})
-    print(f"Corpus: {corpus_record['directory']} ({corpus_record['train_tokens']:,} training "
-          f"tokens, {corpus_record['words']:,} words)", flush=True)
-    from zoo.char_lm import parameter_count
-
-    args = info["architecture_args"]
-    jobs = []
-    for seed in seed_list:
-        for variant in variants:
-            layers = highway_layers(model, variant)
-            overrides = {"variant": variant, "highway_layers": layers}
-            jobs.append({
-                "task": "language_model", "variant": variant, "seed": seed,
-                "architecture": model, "overrides": overrides, "corpus": str(corpus),
-                "epochs": recipe_["epochs"], "recipe": recipe_["name"],
-                "max_train_tokens": max_train_tokens,
-                "params": parameter_count(**{**args, **overrides,
-                                             "classes": len(text.words),
-                                             "char_vocab_size": len(text.chars)}),
-                "run_dir": str(out / f"{variant}_seed{seed}"),
-            })
-    runs = run_jobs(jobs, None, isolate, lambda job: f"{job['variant']:8s} seed {job['seed']}")
-    rows = summarise(runs, variants)
-    table = format_table(rows)
-    print()
-    print(table)
-    results = {"corpus": corpus_record, "settings": settings,
-               "std": "population standard deviation over seeds (numpy.std, ddof=0)",
-               "paper_table_1a": PAPER_TABLE_1A, "summary": rows, "runs": runs}
-    write_text(out / "results.json", json.dumps(results, indent=1) + "\n", overwrite=True)
-    write_text(out / "table.md", table, overwrite=True)
-    n = len(seed_list)
-    trained = min(corpus_record["train_tokens"], max_train_tokens or math.inf)
-    plot(rows, runs, out / "perplexity.png",
-         f"Highway variants in {model} on {text.name} ({trained:,} "
-         f"training tokens, {recipe_['name']}, {recipe_['epochs']} epochs; {n} seed"
-         f"{'s' if n > 1 else ''})")
-    print(f"\nWrote {out}/results.json, table.md and perplexity.png")
-    return results
+    study = LMVariantsStudy(corpus, model=model, variants=variants, seeds=seeds, epochs=epochs,
+                            max_train_tokens=max_train_tokens, recipe=recipe)
+    return run_study(study, out, isolate)
 
 
 def merge_studies(studies: Sequence[str | os.PathLike], out: str | os.PathLike
@@ -260,7 +290,7 @@ def merge_studies(studies: Sequence[str | os.PathLike], out: str | os.PathLike
     first = loaded[0]
     variants = sorted(variants, key=ALL_VARIANTS.index)
     runs = [run for result in loaded for run in result["runs"]]
-    rows = summarise(runs, variants)
+    rows = variants_summary(runs, variants)
     settings = {**first["settings"], "variants": variants,
                 "seeds": sorted({s for r in loaded for s in r["settings"]["seeds"]}),
                 **{k: v for r in loaded for k, v in r["settings"].items()
@@ -270,7 +300,7 @@ def merge_studies(studies: Sequence[str | os.PathLike], out: str | os.PathLike
                "settings": settings, "summary": rows, "runs": runs}
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "results.json", json.dumps(results, indent=1) + "\n")
-    table = format_table(rows)
+    table = variants_table(rows)
     write_text(out / "table.md", table)
     recipe = first["settings"]["recipe"]
     plot(rows, runs, out / "perplexity.png",

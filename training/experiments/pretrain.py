@@ -1,5 +1,7 @@
 """Makes the weights shipped in `zoo/pretrained/`: `python -m training.experiments.pretrain`.
 
+`highway-zoo pretrain` is the same command, with the same options.
+
 Trains every entry of `PLAN` with `training.train`, copies the final weights into
 the package and records, in `zoo/pretrained/index.json`, what they are: the data they
 were trained and tested on, the recipe, the command, the test accuracy measured and
@@ -199,8 +201,8 @@ def ship_language_model(name: str, run: str | Path) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
+    """The options of `highway-zoo pretrain` (and `python -m training.experiments.pretrain`)."""
     parser.add_argument("--only", nargs="*", help="train only these architectures")
     parser.add_argument("--redo", nargs="*", default=[], help="retrain these even if present")
     parser.add_argument("--data-dir", help="where the datasets are (see training.data)")
@@ -208,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the runs' directory, kept for resuming (default {WORK_DIR})")
     parser.add_argument("--language-model", nargs=2, metavar=("NAME", "RUN_DIR"),
                         help="ship a finished train_lm run of NAME instead of training")
-    args = parser.parse_args(argv)
+
+
+def run_from_args(args) -> None:
+    """Trains (or ships) what the parsed options ask for and rewrites the index."""
     index = dict(pretrained.index())
     if args.language_model:
         name, run = args.language_model
@@ -218,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         pretrained.index.cache_clear()  # this process reads the new record from now on
         print(f"{name}: test perplexity {index[name]['test_perplexity']:.2f}, shipped as "
               f"{index[name]['file']}", flush=True)
-        return 0
+        return
     for name, recipe, overrides in PLAN:
         if (args.only and name not in args.only) or (name in index and name not in args.redo):
             continue
@@ -228,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
         # Rewritten after every net, so an interrupted run keeps what it finished.
         write_text(pretrained.INDEX, json.dumps(index, indent=2, sort_keys=True) + "\n",
                    overwrite=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    run_from_args(parser.parse_args(argv))
     return 0
 
 

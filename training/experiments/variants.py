@@ -49,16 +49,15 @@ import numpy as np
 
 from layers.variants import ALL_VARIANTS, LEARNED_BRANCHES
 from layers.variants import parameter_count as layer_parameters
-from training.experiments.common import (
-    INITS,
-    claim_study_dir,
+from training.experiments.fc import INITS, FCStudy, subset
+from training.experiments.study import (
+    STD_NOTE,
+    format_table,
     load_mergeable,
-    run_jobs,
-    subset,
-    summarise,
+    mean_std,
+    run_study,
 )
 from training.recipes import get_recipe
-from training.run_dir import default_dir
 from zoo.files import save_figure, write_text
 
 if TYPE_CHECKING:
@@ -125,33 +124,21 @@ def _series(variant: str, width: int) -> str:
     return f"{variant} w={width}"
 
 
-def _cell(stats: dict[str, Any] | None, digits: int = 3) -> str:
-    if stats is None:
-        return "-"
-    return f"{stats['mean']:.{digits}f} ± {stats['std']:.{digits}f}"
-
-
 def _loss_cell(stats: dict[str, Any] | None) -> str:
     # Losses span 1e-4 .. 2.3: three significant digits, not three decimals.
-    if stats is None:
-        return "-"
-    return f"{stats['mean']:.3g} ± {stats['std']:.2g}"
+    return mean_std(stats, ".3g", ".2g")
 
 
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
+def variants_table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown: per mode, one row per depth and variant."""
     lines = []
     for mode in dict.fromkeys(r["mode"] for r in rows):
-        mine = [r for r in rows if r["mode"] == mode]
-        lines += [
-            f"**{mode} {'width' if mode == 'equal' else 'parameters'}**", "",
-            "| depth | variant | width | parameters | final training loss | test accuracy |",
-            "| ---: | :--- | ---: | ---: | ---: | ---: |",
-        ]
-        for r in mine:
-            lines.append(f"| {r['depth']} | {r['variant']} | {r['width']} | {r['params']:,} | "
-                         f"{_loss_cell(r['final_train_loss'])} | {_cell(r['test_accuracy'])} |")
-        lines.append("")
+        lines += [f"**{mode} {'width' if mode == 'equal' else 'parameters'}**", "", format_table(
+            ["depth", "variant", "width", "parameters", "final training loss", "test accuracy"],
+            [[r["depth"], r["variant"], r["width"], f"{r['params']:,}",
+              _loss_cell(r["final_train_loss"]), mean_std(r["test_accuracy"])]
+             for r in rows if r["mode"] == mode],
+            ["---:", ":---", "---:", "---:", "---:", "---:"]), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -202,6 +189,133 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     save_figure(fig, path)
 
 
+class VariantsStudy(FCStudy):
+    """The variants study as a `training.experiments.study.Study`: see `variants_study`."""
+
+    name, figure_file = "variants", "variants.png"
+
+    def __init__(self, variants, depths, seeds, *, modes, dataset, data_dir, max_train_examples,
+                 max_test_examples, activation, transform_bias, init, epochs, learning_rate,
+                 recipe, stacked, isolate):
+        self.seeds = _check(variants, depths, seeds, modes, max_train_examples,
+                            max_test_examples)
+        if activation not in ("tanh", "relu"):
+            raise ValueError(f"activation must be tanh or relu. Received: {activation!r}")
+        if init not in INITS:
+            raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
+        if not math.isfinite(transform_bias):
+            raise ValueError(
+                f"transform_bias must be a finite number. Received: {transform_bias!r}")
+        # Imported here: the image datasets import TensorFlow, which `variants --help` (this
+        # module's MODES) does without.
+        from training.data import Dataset, load_dataset
+
+        self.loaded = isinstance(dataset, Dataset)
+        if self.loaded and isolate:
+            raise ValueError("A loaded Dataset is trained in this process: pass isolate=False, "
+                             "or a dataset name.")
+        self.recipe = get_recipe(recipe, epochs=epochs, learning_rate=learning_rate)
+        self.data = dataset if self.loaded else subset(
+            load_dataset(dataset, data_dir), max_train_examples, max_test_examples)
+        data = self.data
+        self.inputs = int(np.prod(data.image_shape))
+        print(f"Data: {data.source} ({data.num_train} training, {data.num_test} test examples)")
+        self.data_record = {"source": data.source, "name": data.name,
+                            "num_train": data.num_train, "num_test": data.num_test}
+        self.variants, self.depths, self.modes = variants, depths, modes
+        self.dataset, self.data_dir = dataset, data_dir
+        self.max_train_examples, self.max_test_examples = max_train_examples, max_test_examples
+        self.activation, self.transform_bias, self.init = activation, transform_bias, init
+        self.learning_rate, self.recipe_name, self.stacked = learning_rate, recipe, stacked
+        self.settings_ = {
+            "variants": list(variants), "depths": list(depths), "seeds": self.seeds,
+            "modes": list(modes), "activation": activation, "transform_bias": transform_bias,
+            "carry_bias": 2.0, "init": init, "kernel_initializer": INITS[init],
+            "recipe": self.recipe, "stacked": stacked, "isolate": isolate,
+            "matched_widths": {v: matched_width(v) for v in variants},
+            "matching_rule": "per hidden layer: layers.variants.parameter_count(variant, w) "
+                             f"closest to a coupled layer of width {WIDTH} "
+                             f"(2·({WIDTH}² + {WIDTH}) parameters)",
+            # The gated skips at their layers' defaults, each its paper's initialisation.
+            "gated_skip_init": {"rezero": "alpha = 0", "layerscale": "lambda = 1e-5",
+                                "gru_gate": "b_g = 2.0", "laurel_rw": "alpha = beta = 1",
+                                "laurel_lr": "B = 0, rank = width // 8"},
+        }
+
+    def settings(self) -> dict[str, Any]:
+        return {"data": self.data_record, **self.settings_}
+
+    def jobs(self, out: Path) -> list[dict[str, Any]]:
+        configs = {(v, w) for v in self.variants for w in widths(v, self.modes).values()}
+        return [self._job(out, variant, width, depth, seed)
+                for seed in self.seeds for depth in self.depths for variant in self.variants
+                for width in sorted({w for v, w in configs if v == variant})]
+
+    def _job(self, out: Path, variant: str, width: int, depth: int,
+             seed: int) -> dict[str, Any]:
+        classes = self.data.num_classes
+        overrides = {
+            "depth": depth, "width": width, "variant": variant,
+            "activation": self.activation, "kernel_initializer": INITS[self.init],
+            "transform_bias": self.transform_bias, "stacked": self.stacked, "classes": classes,
+            # Not read by this study: saves each epoch's pass over the probe batch.
+            "gate_summaries": False,
+        }
+        return {
+            "variant": variant, "kind": variant, "width": width,
+            "series": _series(variant, width), "depth": depth, "seed": seed,
+            "transform_bias": self.transform_bias if "t" in LEARNED_BRANCHES[variant]
+            else None,
+            "params": parameter_count(variant, depth, width, self.inputs, classes),
+            "architecture": ARCHITECTURE, "overrides": overrides,
+            "epochs": self.recipe["epochs"], "recipe": self.recipe_name,
+            "learning_rate": self.recipe["learning_rate"],
+            "run_dir": str(out / f"{variant}_w{width}_depth{depth}_seed{seed}"),
+            "dataset": None if self.loaded else self.dataset,
+            "data_dir": None if self.data_dir is None else str(self.data_dir),
+            "max_train_examples": self.max_train_examples,
+            "max_test_examples": self.max_test_examples,
+        }
+
+    def label(self, job: dict[str, Any]) -> str:
+        return (f"{job['variant']:8s} width {job['width']:3d} depth {job['depth']:4d} "
+                f"seed {job['seed']}")
+
+    def summary(self, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per mode, depth and variant: the series' mean and std over seeds."""
+        by_series = {(s["series"], s["depth"]): s for s in super().summary(runs)}
+        rows = []
+        for mode in self.modes:
+            for depth in self.depths:
+                for variant in self.variants:
+                    width = widths(variant, [mode])[mode]
+                    s = by_series[(_series(variant, width), depth)]
+                    rows.append({
+                        "mode": mode, "variant": variant, "width": width, "depth": depth,
+                        "params": parameter_count(variant, depth, width, self.inputs,
+                                                  self.data.num_classes),
+                        **{k: s[k] for k in ("seeds", "test_accuracy", "final_train_loss",
+                                             "seconds_per_epoch", "loss_curve_mean",
+                                             "loss_curve_std")},
+                    })
+        return rows
+
+    def table(self, summary: Sequence[dict[str, Any]]) -> str:
+        return variants_table(summary)
+
+    def results(self, runs, summary) -> dict[str, Any]:
+        return {"data": self.data_record, "settings": self.settings_, "std": STD_NOTE,
+                "summary": summary, "runs": runs}
+
+    def figure(self, results: dict[str, Any], out: Path) -> None:
+        n, data = len(self.seeds), self.data
+        rate = "" if self.learning_rate is None else f" at learning rate {self.learning_rate:g}"
+        plot(results["summary"], out / self.figure_file,
+             f"Highway variants, {self.activation} FC nets on {data.name}\n({data.num_train} "
+             f"training examples, {self.recipe_name}{rate}, {self.recipe['epochs']} epochs; "
+             f"mean ± std over {n} seed{'s' if n > 1 else ''})")
+
+
 def variants_study(
     variants: Sequence[str] = ALL_VARIANTS,
     depths: Sequence[int] = (10, 20, 50, 100),
@@ -236,7 +350,7 @@ def variants_study(
         activation: of every layer ("tanh" or "relu").
         transform_bias: b_T of the variants with a transform gate; the carry gate's b_C is
             the layers' default +2 (C starts open as much as 1 - T does).
-        init: kernel initialisation, a `training.experiments.demo.INITS` name.
+        init: kernel initialisation, a `training.experiments.fc.INITS` name.
         epochs: default: the recipe's (adam_fc: 12).
         learning_rate: the recipe's base rate replaced (default: the recipe's, adam_fc 5e-3).
         recipe: the optimiser budget, the same for every net.
@@ -245,114 +359,12 @@ def variants_study(
             an earlier run of the study with the same settings, which is resumed.
         isolate: train each net in its own process (its own peak memory and CPU time).
     """
-    seed_list = _check(variants, depths, seeds, modes, max_train_examples, max_test_examples)
-    if activation not in ("tanh", "relu"):
-        raise ValueError(f"activation must be tanh or relu. Received: {activation!r}")
-    if init not in INITS:
-        raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
-    if not math.isfinite(transform_bias):
-        raise ValueError(f"transform_bias must be a finite number. Received: {transform_bias!r}")
-    # Imported here: the image datasets import TensorFlow, which `variants --help` (this
-    # module's MODES) does without.
-    from training.data import Dataset, load_dataset
-
-    loaded = isinstance(dataset, Dataset)
-    if loaded and isolate:
-        raise ValueError("A loaded Dataset is trained in this process: pass isolate=False, or "
-                         "a dataset name.")
-    recipe_ = get_recipe(recipe, epochs=epochs, learning_rate=learning_rate)
-    data = dataset if loaded else subset(load_dataset(dataset, data_dir), max_train_examples,
-                                          max_test_examples)
-    inputs = int(np.prod(data.image_shape))
-    print(f"Data: {data.source} ({data.num_train} training, {data.num_test} test examples)")
-    data_record = {"source": data.source, "name": data.name, "num_train": data.num_train,
-                   "num_test": data.num_test}
-    settings = {
-        "variants": list(variants), "depths": list(depths), "seeds": seed_list,
-        "modes": list(modes), "activation": activation, "transform_bias": transform_bias,
-        "carry_bias": 2.0, "init": init, "kernel_initializer": INITS[init],
-        "recipe": recipe_, "stacked": stacked, "isolate": isolate,
-        "matched_widths": {v: matched_width(v) for v in variants},
-        "matching_rule": "per hidden layer: layers.variants.parameter_count(variant, w) "
-                         f"closest to a coupled layer of width {WIDTH} "
-                         f"(2·({WIDTH}² + {WIDTH}) parameters)",
-        # The gated skips at their layers' defaults, each its paper's initialisation.
-        "gated_skip_init": {"rezero": "alpha = 0", "layerscale": "lambda = 1e-5",
-                            "gru_gate": "b_g = 2.0", "laurel_rw": "alpha = beta = 1",
-                            "laurel_lr": "B = 0, rank = width // 8"},
-    }
-    # Run again with the same settings, the study resumes: finished runs are kept.
-    out = claim_study_dir(out or default_dir("variants"), {"data": data_record, **settings})
-
-    configs = {(v, w) for v in variants for w in widths(v, modes).values()}
-    jobs = []
-    for seed in seed_list:
-        for depth in depths:
-            for variant in variants:
-                for width in sorted({w for v, w in configs if v == variant}):
-                    overrides = {
-                        "depth": depth, "width": width, "variant": variant,
-                        "activation": activation, "kernel_initializer": INITS[init],
-                        "transform_bias": transform_bias, "stacked": stacked,
-                        "classes": data.num_classes,
-                        # Not read by this study: saves each epoch's pass over the probe batch.
-                        "gate_summaries": False,
-                    }
-                    jobs.append({
-                        "variant": variant, "kind": variant, "width": width,
-                        "series": _series(variant, width), "depth": depth, "seed": seed,
-                        "transform_bias": transform_bias if "t" in LEARNED_BRANCHES[variant]
-                        else None,
-                        "params": parameter_count(variant, depth, width, inputs,
-                                                  data.num_classes),
-                        "architecture": ARCHITECTURE, "overrides": overrides,
-                        "epochs": recipe_["epochs"], "recipe": recipe,
-                        "learning_rate": recipe_["learning_rate"],
-                        "run_dir": str(out / f"{variant}_w{width}_depth{depth}_seed{seed}"),
-                        "dataset": None if loaded else dataset,
-                        "data_dir": None if data_dir is None else str(data_dir),
-                        "max_train_examples": max_train_examples,
-                        "max_test_examples": max_test_examples,
-                    })
-
-    runs = run_jobs(jobs, data, isolate, lambda job: f"{job['variant']:8s} width "
-                    f"{job['width']:3d} depth {job['depth']:4d} seed {job['seed']}")
-
-    by_series = {(s["series"], s["depth"]): s for s in summarise(runs)}
-    rows = []
-    for mode in modes:
-        for depth in depths:
-            for variant in variants:
-                width = widths(variant, [mode])[mode]
-                s = by_series[(_series(variant, width), depth)]
-                rows.append({
-                    "mode": mode, "variant": variant, "width": width, "depth": depth,
-                    "params": parameter_count(variant, depth, width, inputs, data.num_classes),
-                    **{k: s[k] for k in ("seeds", "test_accuracy", "final_train_loss",
-                                         "seconds_per_epoch", "loss_curve_mean",
-                                         "loss_curve_std")},
-                })
-    table = format_table(rows)
-    print()
-    print(table)
-    results = {
-        "data": data_record,
-        "settings": settings,
-        "std": "population standard deviation over seeds (numpy.std, ddof=0)",
-        "summary": rows,
-        "runs": runs,
-    }
-    # A study run again rewrites its results from the kept and the new runs.
-    write_text(out / "results.json", json.dumps(results, indent=1) + "\n", overwrite=True)
-    write_text(out / "table.md", table, overwrite=True)
-    n = len(seed_list)
-    rate = "" if learning_rate is None else f" at learning rate {learning_rate:g}"
-    plot(rows, out / "variants.png",
-         f"Highway variants, {activation} FC nets on {data.name}\n({data.num_train} training "
-         f"examples, {recipe}{rate}, {recipe_['epochs']} epochs; mean ± std over {n} seed"
-         f"{'s' if n > 1 else ''})")
-    print(f"\nWrote {out}/results.json, table.md and variants.png")
-    return results
+    study = VariantsStudy(
+        variants, depths, seeds, modes=modes, dataset=dataset, data_dir=data_dir,
+        max_train_examples=max_train_examples, max_test_examples=max_test_examples,
+        activation=activation, transform_bias=transform_bias, init=init, epochs=epochs,
+        learning_rate=learning_rate, recipe=recipe, stacked=stacked, isolate=isolate)
+    return run_study(study, out, isolate)
 
 
 # Settings two studies must share for their rows to stand in one table.
@@ -385,7 +397,7 @@ def merge_studies(studies: Sequence[str | os.PathLike], out: str | os.PathLike) 
                "summary": rows, "runs": [run for r in loaded for run in r["runs"]]}
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "results.json", json.dumps(results, indent=1) + "\n")
-    table = format_table(rows)
+    table = variants_table(rows)
     write_text(out / "table.md", table)
     seeds = {len(r["seeds"]) for r in rows}
     recipe = first["settings"]["recipe"]
@@ -397,6 +409,3 @@ def merge_studies(studies: Sequence[str | os.PathLike], out: str | os.PathLike) 
     print(table)
     print(f"Wrote {out}/results.json, table.md and variants.png")
     return results
-
-
-# --- command line ------------------------------------------------------------------------

@@ -33,7 +33,7 @@ class ZooHyperModel(_hypermodel_base()):
     `keras.optimizers.schedules.ExponentialDecay(lr, steps_per_epoch, lr_decay,
     staircase=True)` (the rate falls by `lr_decay` once per epoch), sparse categorical
     cross-entropy and accuracy. `fit(hp, model, **kwargs)` trains on `data` with the
-    project's pipeline (`training.pipeline.training_batches`: every epoch shuffled from its
+    project's pipeline (`training.data.pipeline.training_batches`: every epoch shuffled from its
     own seed) and validates on the test split.
 
     Args:
@@ -113,8 +113,8 @@ class ZooHyperModel(_hypermodel_base()):
     def fit(self, hp, model, *args, callbacks=None, verbose=0, **kwargs):
         import keras
 
-        from training import distribute
-        from training.pipeline import evaluation_batches, training_batches
+        from training.data.pipeline import evaluation_batches, training_batches
+        from training.runtime import distribute
 
         if self.data is None:
             raise ValueError("ZooHyperModel needs `data` (a training.data.Dataset) to fit.")

@@ -54,8 +54,9 @@ import json
 import math
 import os
 import shutil
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,14 +165,12 @@ def _tuner_class(kind: str):
         objective_name: str
 
         def run_trial(self, trial, *args, **kwargs):
-            import time
-
-            from training.tf_gradient_registry import released_custom_gradients
+            from training.runtime.tf_gradient_registry import released_custom_gradients
             from zoo.files import write_text
 
             start = time.monotonic()
             # A trial's model is discarded when it ends; without this every trial left its
-            # traced graphs in memory (training.tf_gradient_registry).
+            # traced graphs in memory (training.runtime.tf_gradient_registry).
             with released_custom_gradients():
                 results = super().run_trial(trial, *args, **kwargs)
             # KerasTuner's trial.json keeps only the best epoch's metrics; the per-epoch
@@ -293,54 +292,11 @@ def _save_best_model(tuner, out: Path) -> Path:
     return final
 
 
-def search(
-    name: str,
-    *,
-    space: SearchSpace | None = None,
-    tuner: str = "random",
-    max_trials: int = 10,
-    epochs: int = 5,
-    objective: str = "val_accuracy",
-    out: str | os.PathLike | None = None,
-    dataset: str | None = None,
-    data_dir: str | os.PathLike | None = None,
-    batch_size: int | None = None,
-    max_train_examples: int | None = None,
-    max_test_examples: int | None = None,
-    seed: int = 0,
-    strategy: str = "default",
-    overwrite: bool = False,
-    verbose: int = 0,
-    **overrides: Any,
-) -> dict[str, Any] | None:
-    """Random / Bayesian / Hyperband search over `space` for zoo network `name`.
-
-    Returns what best_hyperparameters.json holds (None in a worker process of a
-    distributed search: the chief reports). See the module docstring for the files.
-
-    Raises:
-        ValueError: an unknown tuner or objective, a bad range or override.
-        FileExistsError: `out` holds a search with other settings (and not `overwrite`).
-    """
-    import zoo
-    from training import distribute
+def _load_data(name: str, info: dict[str, Any], dataset: str | None,
+               data_dir: str | os.PathLike | None, max_train_examples: int | None,
+               max_test_examples: int | None):
+    """The search's data, cut to its first examples, checked against the net's input."""
     from training.data import load_dataset
-    from training.recipes import get_recipe
-    from zoo.files import write_text
-
-    _tuner_class(tuner)  # unknown tuner: fail before loading anything
-    _check_objective(objective)
-    if not isinstance(max_trials, int) or max_trials < 1:
-        raise ValueError(f"max_trials must be a positive integer. Received: {max_trials!r}")
-    for label, value in (("max_train_examples", max_train_examples),
-                         ("max_test_examples", max_test_examples)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{label} must be a positive integer. Received: {value!r}")
-    space = space or SearchSpace()
-    info = zoo.describe(name)
-    batch_size = batch_size or get_recipe(info["recipe"])["batch_size"]
-    role = _role()
-    out = Path(out) if out is not None else default_dir(f"tune-{name}")
 
     data = load_dataset(dataset or info["dataset"], data_dir)
     if max_train_examples and max_train_examples < data.num_train:
@@ -352,33 +308,22 @@ def search(
     if tuple(info["input_shape"]) != tuple(data.image_shape):
         raise ValueError(f"{name} takes images of shape {tuple(info['input_shape'])}, dataset "
                          f"{data.name!r} has {tuple(data.image_shape)}.")
-    from training.tuning.hypermodel import ZooHyperModel
+    return data
 
-    hypermodel = ZooHyperModel(name, space, data=data, epochs=epochs, batch_size=batch_size,
-                               seed=seed, **overrides)
-    strategy_ = None if strategy == "default" else distribute.make_strategy(strategy)
-    replicas = strategy_.num_replicas_in_sync if strategy_ else 1
-    distribute.per_replica_batch(batch_size, replicas)
 
-    settings = {
-        "architecture": name, "overrides": hypermodel.overrides, "space": space.to_json(),
-        "tuner": tuner, "objective": objective, "max_trials": max_trials, "epochs": epochs,
-        "batch_size": batch_size, "seed": seed,
-        "dataset": {"name": data.name, "source": data.source, "num_train": data.num_train,
-                    "num_test": data.num_test},
-    }
-    # One model built from the space's first values checks the fixed overrides (a depth of
-    # 1, an unknown variant) before anything is written: a refused search leaves nothing.
-    import keras_tuner
+def _check_counts(max_trials: int, max_train_examples: int | None,
+                  max_test_examples: int | None) -> None:
+    if not isinstance(max_trials, int) or max_trials < 1:
+        raise ValueError(f"max_trials must be a positive integer. Received: {max_trials!r}")
+    for label, value in (("max_train_examples", max_train_examples),
+                         ("max_test_examples", max_test_examples)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{label} must be a positive integer. Received: {value!r}")
 
-    hypermodel.build(keras_tuner.HyperParameters())
-    resumes = _prepare_dir(out, settings, overwrite, role)
-    tb_dir = out / TENSORBOARD_DIR
-    if role != "worker":
-        tb_dir.mkdir(parents=True, exist_ok=True)
-        if not any(tb_dir.glob("events.*")):
-            _hparams_config(tb_dir, hypermodel, objective)
 
+def _make_tuner(tuner: str, hypermodel: ZooHyperModel, out: Path, strategy_, objective: str,
+                max_trials: int, epochs: int, seed: int, tb_dir: Path):
+    """KerasTuner's tuner on `out`'s project, with as many trials as asked for now."""
     cls = _tuner_class(tuner)
     kwargs: dict[str, Any] = {"objective": objective, "seed": seed,
                               "max_consecutive_failed_trials": max(3, max_trials)}
@@ -391,15 +336,10 @@ def search(
     tuner_.tensorboard_dir, tuner_.objective_name = tb_dir, objective
     if tuner != "hyperband":
         tuner_.oracle.max_trials = max_trials  # a resumed search may get more trials
-    if resumes and role != "worker":
-        oracle = tuner_.oracle
-        retried = oracle.get_state()["retry_queue"]  # as oracle.json records it
-        print(f"Resuming the search in {out}: {len(oracle.end_order)} trial(s) finished and "
-              f"kept, {len(retried)} interrupted (run again), up to {max_trials} in all.",
-              flush=True)
-    print(f"Searching {name} ({tuner}, objective {objective}, {epochs} epoch(s) per trial, "
-          f"data {data.num_train}/{data.num_test}, role {role}"
-          f"{f', {replicas} replicas' if replicas > 1 else ''}) in {out}", flush=True)
+    return tuner_
+
+
+def _run_search(tuner_, verbose: int) -> None:
     # KerasTuner runs gc.collect() twice before every trial's build; over TensorFlow's
     # heap that cost 0.6 s a call here. Frozen objects (what exists before the search)
     # are skipped by the collector; what the trials create is still collected. A caller
@@ -412,9 +352,12 @@ def search(
     finally:
         if freeze:
             gc.unfreeze()
-    if role == "worker":
-        print(f"{tuner_.tuner_id}: no trials left; the chief writes the results.", flush=True)
-        return None
+
+
+def _report(tuner_, name: str, out: Path, tb_dir: Path, hypermodel: ZooHyperModel,
+            objective: str, epochs: int, batch_size: int) -> dict[str, Any]:
+    """The chief's report: trials.json and .md, best_hyperparameters.json, best_model."""
+    from zoo.files import write_text
 
     rows = _ranked(tuner_, objective)
     if not rows:
@@ -446,3 +389,145 @@ def search(
           f"{model_dir} (zoo.load({name!r}, weights={str(model_dir)!r})); TensorBoard: "
           f"highway-zoo tensorboard {tb_dir}", flush=True)
     return best
+
+
+def search(
+    name: str,
+    *,
+    space: SearchSpace | None = None,
+    tuner: str = "random",
+    max_trials: int = 10,
+    epochs: int = 5,
+    objective: str = "val_accuracy",
+    out: str | os.PathLike | None = None,
+    dataset: str | None = None,
+    data_dir: str | os.PathLike | None = None,
+    batch_size: int | None = None,
+    max_train_examples: int | None = None,
+    max_test_examples: int | None = None,
+    seed: int = 0,
+    strategy: str = "default",
+    overwrite: bool = False,
+    verbose: int = 0,
+    **overrides: Any,
+) -> dict[str, Any] | None:
+    """Random / Bayesian / Hyperband search over `space` for zoo network `name`.
+
+    Returns what best_hyperparameters.json holds (None in a worker process of a
+    distributed search: the chief reports). See the module docstring for the files.
+
+    Raises:
+        ValueError: an unknown tuner or objective, a bad range or override.
+        FileExistsError: `out` holds a search with other settings (and not `overwrite`).
+    """
+    import zoo
+    from training.recipes import get_recipe
+    from training.runtime import distribute
+
+    _tuner_class(tuner)  # unknown tuner: fail before loading anything
+    _check_objective(objective)
+    _check_counts(max_trials, max_train_examples, max_test_examples)
+    space = space or SearchSpace()
+    info = zoo.describe(name)
+    batch_size = batch_size or get_recipe(info["recipe"])["batch_size"]
+    role = _role()
+    out = Path(out) if out is not None else default_dir(f"tune-{name}")
+    data = _load_data(name, info, dataset, data_dir, max_train_examples, max_test_examples)
+    from training.tuning.hypermodel import ZooHyperModel
+
+    hypermodel = ZooHyperModel(name, space, data=data, epochs=epochs, batch_size=batch_size,
+                               seed=seed, **overrides)
+    strategy_ = None if strategy == "default" else distribute.make_strategy(strategy)
+    replicas = strategy_.num_replicas_in_sync if strategy_ else 1
+    distribute.per_replica_batch(batch_size, replicas)
+
+    settings = {
+        "architecture": name, "overrides": hypermodel.overrides, "space": space.to_json(),
+        "tuner": tuner, "objective": objective, "max_trials": max_trials, "epochs": epochs,
+        "batch_size": batch_size, "seed": seed,
+        "dataset": {"name": data.name, "source": data.source, "num_train": data.num_train,
+                    "num_test": data.num_test},
+    }
+    # One model built from the space's first values checks the fixed overrides (a depth of
+    # 1, an unknown variant) before anything is written: a refused search leaves nothing.
+    import keras_tuner
+
+    hypermodel.build(keras_tuner.HyperParameters())
+    resumes = _prepare_dir(out, settings, overwrite, role)
+    tb_dir = out / TENSORBOARD_DIR
+    if role != "worker":
+        tb_dir.mkdir(parents=True, exist_ok=True)
+        if not any(tb_dir.glob("events.*")):
+            _hparams_config(tb_dir, hypermodel, objective)
+
+    tuner_ = _make_tuner(tuner, hypermodel, out, strategy_, objective, max_trials, epochs,
+                         seed, tb_dir)
+    if resumes and role != "worker":
+        oracle = tuner_.oracle
+        retried = oracle.get_state()["retry_queue"]  # as oracle.json records it
+        print(f"Resuming the search in {out}: {len(oracle.end_order)} trial(s) finished and "
+              f"kept, {len(retried)} interrupted (run again), up to {max_trials} in all.",
+              flush=True)
+    print(f"Searching {name} ({tuner}, objective {objective}, {epochs} epoch(s) per trial, "
+          f"data {data.num_train}/{data.num_test}, role {role}"
+          f"{f', {replicas} replicas' if replicas > 1 else ''}) in {out}", flush=True)
+    _run_search(tuner_, verbose)
+    if role == "worker":
+        print(f"{tuner_.tuner_id}: no trials left; the chief writes the results.", flush=True)
+        return None
+    return _report(tuner_, name, out, tb_dir, hypermodel, objective, epochs, batch_size)
+
+
+# --- Several searches, one after another ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One search of `search_cells`: zoo network `name` with fixed `overrides`, in `out`."""
+
+    name: str
+    out: Path
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def search_cells(cells: Sequence[Cell],
+                 announce: Callable[[int, Cell], None] | None = None,
+                 **settings: Any) -> list[dict[str, Any]] | None:
+    """One `search` per cell, one after another, each with `settings` (search's keyword
+    arguments but `out`) and `announce(i, cell)` called before it; each cell's best, or None
+    in a worker process of a distributed search (the chief reports).
+
+    Distributed, every process runs the same cells and each cell has its own oracle: cell i
+    listens on KERASTUNER_ORACLE_PORT + i, so the chief needs ports PORT .. PORT + cells - 1.
+    A worker waits for the chief to open a cell (write its search.json) before it asks it for
+    trials: a worker that wrote trial files first would make the chief refuse the directory
+    as someone else's.
+    """
+    role = _role()
+    base_port = os.environ.get("KERASTUNER_ORACLE_PORT")
+    bests = []
+    for i, cell in enumerate(cells):
+        if announce is not None:
+            announce(i, cell)
+        if role != "standalone":  # each cell's oracle listens on its own port
+            os.environ["KERASTUNER_ORACLE_PORT"] = str(int(base_port) + i)
+        if role == "worker":
+            _wait_for_chief(Path(cell.out))
+        try:
+            bests.append(search(cell.name, out=cell.out, **settings, **cell.overrides))
+        finally:
+            if base_port is not None:
+                os.environ["KERASTUNER_ORACLE_PORT"] = base_port
+    return None if role == "worker" else bests
+
+
+def _wait_for_chief(cell_dir: Path, timeout: float = 3600.0) -> None:
+    """Waits until the chief has written `cell_dir`'s search.json."""
+    deadline = time.monotonic() + timeout
+    if not (cell_dir / SETTINGS_FILE).exists():
+        print(f"Waiting for the chief to open {cell_dir} ...", flush=True)
+    while not (cell_dir / SETTINGS_FILE).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the chief did not open {cell_dir} within {timeout:.0f} s; is "
+                               "it running with the same --out, --depths and --kinds?")
+        time.sleep(1)

@@ -116,25 +116,43 @@ def analyze(
     plots.estimation(stats.estimation, out / FILES["estimation"], title=title)
     files["estimation"] = FILES["estimation"]
 
-    evolution = None
-    if run_dir is not None and (Path(run_dir) / GATES_FILE).is_file():
-        history = read_gate_history(run_dir)
-        if history["epochs"]:
-            plots.evolution(history, out / FILES["evolution"], title=title)
-            plots.evolution_gif(history, out / FILES["evolution_gif"],
-                                accuracy=_accuracy_by_epoch(Path(run_dir)), title=title)
-            files["evolution"] = FILES["evolution"]
-            files["evolution_gif"] = FILES["evolution_gif"]
-            evolution = {
-                "source": str(Path(run_dir) / GATES_FILE),
-                "examples": history.get("examples"),
-                "epochs": [e["epoch"] for e in history["epochs"]],
-                "mean_t": _numbers([e["mean_t"] for e in history["epochs"]]),
-            }
+    evolution = _evolution(run_dir, out, title, files)
+    report = _report(model, images, stats, lesion, depth, threshold, classes, gru, describe,
+                     evolution, files)
+    files["json"] = REPORT_FILE
+    write_text(out / REPORT_FILE, json.dumps(report, indent=1) + "\n", overwrite=True)
+    return report
 
+
+def _evolution(run_dir: str | os.PathLike | None, out: Path, title: str,
+               files: dict[str, str]) -> dict[str, Any] | None:
+    """The T-gate evolution figures of `run_dir`'s gates.json (added to `files`), and their
+    numbers; None without a gate history."""
+    if run_dir is None or not (Path(run_dir) / GATES_FILE).is_file():
+        return None
+    history = read_gate_history(run_dir)
+    if not history["epochs"]:
+        return None
+    plots.evolution(history, out / FILES["evolution"], title=title)
+    plots.evolution_gif(history, out / FILES["evolution_gif"],
+                        accuracy=_accuracy_by_epoch(Path(run_dir)), title=title)
+    files["evolution"] = FILES["evolution"]
+    files["evolution_gif"] = FILES["evolution_gif"]
+    return {
+        "source": str(Path(run_dir) / GATES_FILE),
+        "examples": history.get("examples"),
+        "epochs": [e["epoch"] for e in history["epochs"]],
+        "mean_t": _numbers([e["mean_t"] for e in history["epochs"]]),
+    }
+
+
+def _report(model: keras.Model, images: np.ndarray, stats, lesion: dict[str, Any], depth,
+            threshold: float, classes: list[int], gru: bool, describe: dict[str, Any] | None,
+            evolution: dict[str, Any] | None, files: dict[str, str]) -> dict[str, Any]:
+    """What analysis.json holds: every number the figures plot."""
     increase = np.asarray(lesion["errors"]) - lesion["baseline"]
     routing = stats.routing
-    report = {
+    return {
         "model": model.name,
         **(describe or {}),
         "examples": len(images),
@@ -177,6 +195,3 @@ def analyze(
         "evolution": evolution,
         "files": files,
     }
-    files["json"] = REPORT_FILE
-    write_text(out / REPORT_FILE, json.dumps(report, indent=1) + "\n", overwrite=True)
-    return report

@@ -134,33 +134,8 @@ def export(
     Returns:
         The version directory, e.g. `exported/highway_fc10_mnist/1`.
     """
-    import keras
-
-    if keras.backend.backend() != "tensorflow":
-        raise ValueError(
-            "Exporting a SavedModel needs the TensorFlow backend; set KERAS_BACKEND=tensorflow. "
-            f"Received backend: {keras.backend.backend()!r}"
-        )
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, numbers.Integral) or version < 1
-    ):
-        raise ValueError(f"version must be a positive integer. Received: version={version!r}")
-    if version is not None and version > MAX_VERSION:
-        raise ValueError(
-            f"version must be at most {MAX_VERSION}: TF Serving reads versions as int64. "
-            f"Received: version={version!r}"
-        )
-    if isinstance(max_batch, bool) or not isinstance(max_batch, numbers.Integral) or max_batch < 1:
-        raise ValueError(
-            f"max_batch must be a positive integer. Received: max_batch={max_batch!r}"
-        )
+    _check_arguments(version, max_batch, format, quantize)
     version = None if version is None else int(version)
-    if format not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}. Received: format={format!r}")
-    if quantize is not None and format != "tflite":
-        raise ValueError(
-            f"quantize={quantize!r} applies to format='tflite' (a full-integer file); for a "
-            f"Keras int8 model use zoo.quantize(model). Received: format={format!r}")
     if format == "onnx":
         from zoo.serving import onnx
 
@@ -191,7 +166,17 @@ def export(
 
         return onnx.export(model, Path(base_dir) / name, version, name, weights_record, vocabulary)
 
-    base = Path(base_dir)
+    return _export_saved_model(model, Path(base_dir), name, version, weights_record, warmup,
+                               vocabulary, max_batch, batching_config)
+
+
+def _export_saved_model(model, base: Path, name: str, version: int | None, weights_record,
+                        warmup: bool, vocabulary, max_batch: int,
+                        batching_config: bool) -> Path:
+    """export's SavedModel: a new version directory of `name` under `base`, listed in
+    models.config."""
+    from zoo.serving import language_model as lm_export
+
     model_dir = base / name
     _writable_dir(base)
     previous_config = read_model_config(base)  # a broken config is refused before any work
@@ -204,6 +189,51 @@ def export(
         archive, signatures = lm_export.build_archive(model, vocabulary, max_batch)
     else:
         archive, signatures = _build_archive(model, max_batch)
+    target = _write_version(model_dir, version, name, archive, signatures, model,
+                            weights_record, warmup, vocabulary, max_batch)
+    write_model_config(base, previous_config)
+    if batching_config:
+        write_batching_config(base, max_batch)
+    return target
+
+
+def _check_arguments(version: Any, max_batch: Any, format: str, quantize: str | None) -> None:
+    """export's refusals of its arguments, before any model is built."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            "Exporting a SavedModel needs the TensorFlow backend; set KERAS_BACKEND=tensorflow. "
+            f"Received backend: {keras.backend.backend()!r}"
+        )
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, numbers.Integral) or version < 1
+    ):
+        raise ValueError(f"version must be a positive integer. Received: version={version!r}")
+    if version is not None and version > MAX_VERSION:
+        raise ValueError(
+            f"version must be at most {MAX_VERSION}: TF Serving reads versions as int64. "
+            f"Received: version={version!r}"
+        )
+    if isinstance(max_batch, bool) or not isinstance(max_batch, numbers.Integral) or max_batch < 1:
+        raise ValueError(
+            f"max_batch must be a positive integer. Received: max_batch={max_batch!r}"
+        )
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}. Received: format={format!r}")
+    if quantize is not None and format != "tflite":
+        raise ValueError(
+            f"quantize={quantize!r} applies to format='tflite' (a full-integer file); for a "
+            f"Keras int8 model use zoo.quantize(model). Received: format={format!r}")
+
+
+def _write_version(model_dir: Path, version: int | None, name: str, archive, signatures,
+                   model, weights_record, warmup: bool, vocabulary, max_batch: int) -> Path:
+    """Writes the SavedModel, its warm-up requests and provenance into a temporary directory,
+    then renames it into place as `version` (None: the next free one); nothing is left on a
+    failure."""
+    from zoo.serving import language_model as lm_export
+
     writer = f"{socket.gethostname()}+{os.getpid()}"
     tmp = model_dir / f"{TMP_PREFIX}{name}+{writer}+{secrets.token_hex(4)}"
     tmp.mkdir(mode=0o755)
@@ -230,9 +260,6 @@ def export(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    write_model_config(base, previous_config)
-    if batching_config:
-        write_batching_config(base, max_batch)
     return target
 
 

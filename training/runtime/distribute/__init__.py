@@ -1,5 +1,9 @@
 """Training on more than one device, and on more than one machine.
 
+The choice of strategy and what every engine shares are here; each engine has its module:
+`tf_strategies` (tf.distribute on TensorFlow) and `jax_processes` (keras.distribution and
+JAX's processes).
+
 `highway-zoo train NAME --strategy S` picks a `tf.distribute` strategy (TensorFlow) or Keras's
 `keras.distribution` (JAX):
 
@@ -104,31 +108,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
-import json
-import os
-import socket
 import sys
-import time
 from typing import Any
 
-from training import private_api
+from training.runtime.backend import backend
+from training.runtime.distribute import jax_processes, tf_strategies
+from training.runtime.distribute.jax_processes import JaxDataParallel
+from training.runtime.distribute.tf_strategies import is_multi_worker
+from training.runtime.distribute.tf_strategies import prepare_model as prepare_model
 
 STRATEGIES = ("default", "mirrored", "multiworker", "data_parallel")
-# How long a process > 0 waits for the coordinator to come up: JAX's own limit, after which it
-# aborts the process (SIGABRT, "DEADLINE_EXCEEDED") where we say so in one line.
-COORDINATOR_WAIT_S = 300.0
-# Keras's own names (keras.distribution.initialize reads them).
-JOB_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
-NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
-PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
-
-
-def backend() -> str:
-    """Keras's backend in this process: "tensorflow", "jax" or "torch"."""
-    import keras  # here, not at the top: the command line's parsers read STRATEGIES
-
-    return keras.backend.backend()
 
 
 class SingleDevice:
@@ -160,28 +149,6 @@ class SingleDevice:
         return f"SingleDevice(backend={self.backend!r})"
 
 
-class JaxDataParallel:
-    """The `data_parallel` strategy: Keras's `keras.distribution.DataParallel` on JAX, over
-    every device of every process, set as the process's distribution (Keras's JAX trainer
-    reads it in `fit`); the few members of a `tf.distribute.Strategy` that training uses."""
-
-    def __init__(self, distribution):
-        self.distribution = distribution
-        self.num_replicas_in_sync = int(distribution.device_mesh.devices.size)
-        self.processes = distribution.num_processes
-        self.process_index = distribution.data_shard_id  # DataParallel: the process's id
-
-    def scope(self):
-        return contextlib.nullcontext()  # set process-wide: fit runs outside any scope
-
-    def devices(self) -> list[str]:
-        return [str(d) for d in self.distribution.device_mesh.devices.flatten()]
-
-    def __repr__(self) -> str:
-        return (f"JaxDataParallel(devices={self.num_replicas_in_sync}, "
-                f"processes={self.processes})")
-
-
 def tf_distribute_only(what: str) -> ValueError:
     """The refusal of `what`, a tf.distribute feature, on the JAX or PyTorch backend."""
     name = backend()
@@ -198,38 +165,6 @@ def tf_distribute_only(what: str) -> ValueError:
     )
 
 
-def _data_parallel_needs_jax() -> ValueError:
-    name = backend()
-    instead = ("--strategy mirrored (local devices) or multiworker (TF_CONFIG)"
-               if name == "tensorflow" else "--strategy default (one device)")
-    return ValueError(
-        "--strategy data_parallel is Keras's keras.distribution on JAX and needs "
-        f"KERAS_BACKEND=jax; this process runs Keras on {name}. Use KERAS_BACKEND=jax, or "
-        f"{instead}."
-    )
-
-
-def _tf():
-    import tensorflow as tf
-
-    return tf
-
-
-def versions() -> dict[str, str]:
-    """The Keras backend and the versions a run records: Keras, the backend's library and
-    TensorFlow (which reads the data on every backend)."""
-    name = backend()
-    import keras
-
-    found = {"backend": name, "keras": keras.__version__}
-    library = {"jax": "jax", "torch": "torch"}.get(name)
-    if library is not None:
-        found[library] = __import__(library).__version__
-    if "tensorflow" in sys.modules:
-        found["tensorflow"] = sys.modules["tensorflow"].__version__
-    return found
-
-
 def set_cpu_devices(count: int) -> None:
     """Splits the host CPU into `count` logical devices (for MirroredStrategy on TensorFlow,
     or `data_parallel` on JAX, without GPUs).
@@ -242,45 +177,11 @@ def set_cpu_devices(count: int) -> None:
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"cpu devices must be a positive integer. Received: {count!r}")
     if backend() == "jax":
-        _set_jax_cpu_devices(count)
+        jax_processes.set_cpu_devices(count)
         return
     if backend() != "tensorflow":
         raise tf_distribute_only("--cpu-devices (logical CPU devices for --strategy mirrored)")
-    tf = _tf()
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    wanted = [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
-    current = tf.config.get_logical_device_configuration(cpu)
-    if current is not None and len(current) == count:
-        return
-    try:
-        tf.config.set_logical_device_configuration(cpu, wanted)
-    except RuntimeError as err:
-        have = len(tf.config.list_logical_devices("CPU"))
-        raise RuntimeError(
-            f"Cannot split the CPU into {count} logical devices: TensorFlow has already "
-            f"initialised its devices in this process ({have} logical CPU device(s)). Call "
-            "training.distribute.set_cpu_devices() before anything runs a TensorFlow op, "
-            "or use `highway-zoo train --cpu-devices N`, which does. "
-            f"(TensorFlow said: {err})"
-        ) from None
-
-
-def _set_jax_cpu_devices(count: int) -> None:
-    import jax
-
-    try:  # read when JAX makes its devices; JAX refuses a change once it has made them
-        jax.config.update("jax_num_cpu_devices", count)
-        return
-    except RuntimeError:
-        pass
-    have = jax.local_device_count("cpu")
-    if have != count:
-        raise RuntimeError(
-            f"Cannot make {count} CPU devices: JAX has already started its devices in this "
-            f"process ({have} CPU device(s)). Call training.distribute.set_cpu_devices() "
-            "before anything runs a JAX computation, or use `highway-zoo train --cpu-devices "
-            "N`, which does."
-        )
+    tf_strategies.set_cpu_devices(count)
 
 
 def cpu_devices_need_a_strategy(strategy_name: str) -> ValueError | None:
@@ -295,125 +196,6 @@ def cpu_devices_need_a_strategy(strategy_name: str) -> ValueError | None:
     return None
 
 
-def _process_settings() -> tuple[str, int, int] | None:
-    """(coordinator host:port, processes, this process's id) from Keras's environment
-    variables; None for one process. Refuses what would make JAX wait or fail obscurely."""
-    text = {name: os.environ.get(name, "").strip()
-            for name in (JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID)}
-    if not any(text.values()):
-        return None
-    example = (f"e.g. {JOB_ADDRESSES}=host0:12345 {NUM_PROCESSES}=2 and {PROCESS_ID}=0 on "
-               "machine 0, 1 on machine 1")
-    try:
-        processes, process_id = int(text[NUM_PROCESSES]), int(text[PROCESS_ID])
-        if not text[JOB_ADDRESSES] or processes < 1 or not 0 <= process_id < processes:
-            raise ValueError
-    except ValueError:
-        raise ValueError(
-            f"Several processes need {JOB_ADDRESSES} (process 0's host:port first), "
-            f"{NUM_PROCESSES} (a positive integer) and {PROCESS_ID} (0 to processes - 1), "
-            f"{example}. Received: " + ", ".join(f"{k}={v!r}" for k, v in text.items())
-        ) from None
-    addresses = text[JOB_ADDRESSES].split(",")
-    if len(addresses) > 1 and len(addresses) != processes:
-        raise ValueError(f"{JOB_ADDRESSES} names {len(addresses)} processes but "
-                         f"{NUM_PROCESSES} is {processes}.")
-    coordinator = addresses[0].strip()
-    _check_coordinator(coordinator, process_id)
-    return coordinator, processes, process_id
-
-
-def _check_coordinator(coordinator: str, process_id: int) -> None:
-    """Refuses in one line a coordinator JAX would wait minutes for, or fail on: not
-    host:port, a host that does not resolve, or (process 0 runs the coordinator) not this
-    machine's address or a port in use there."""
-    host, _, port = coordinator.rpartition(":")
-    host = host.strip("[]")  # [::1]:1234
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"The coordinator address {coordinator!r} (the first of "
-                         f"{JOB_ADDRESSES}) must be host:port, e.g. 127.0.0.1:12345.")
-    try:
-        family, *_, address = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
-    except socket.gaierror as err:
-        raise ValueError(f"The coordinator address {coordinator!r} does not resolve "
-                         f"({err.strerror}); give process 0's host name or IP address.") from None
-    if process_id != 0:
-        return
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        # As gRPC binds: a killed run's connections in TIME_WAIT do not hold the port.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((address[0], int(port)))  # released at once, for JAX's coordinator
-        except OSError as err:
-            if err.errno == errno.EADDRINUSE:
-                raise ValueError(
-                    f"The coordinator's port {port} ({coordinator!r}) is in use on this "
-                    "machine (an earlier run still going?): stop that process, or choose "
-                    "another port."
-                ) from None
-            if err.errno != errno.EADDRNOTAVAIL:
-                raise
-            raise ValueError(
-                f"The coordinator address {coordinator!r} is not an address of this machine, "
-                "and process 0 runs the coordinator there: start process 0 on that host, or "
-                "give this machine's address (127.0.0.1 when all processes run here)."
-            ) from None
-
-
-def _wait_for_coordinator(coordinator: str, seconds: float) -> None:
-    """Returns once something listens at `coordinator`; a one-line ValueError after
-    `seconds` (process 0 not started, or the address is not reachable from here)."""
-    host, _, port = coordinator.rpartition(":")
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
-            return
-        except OSError:
-            if time.monotonic() >= deadline:
-                raise ValueError(
-                    f"No coordinator answered at {coordinator!r} in {seconds:g} s: start "
-                    "process 0 (KERAS_DISTRIBUTION_PROCESS_ID=0) on that host, and check that "
-                    "this machine reaches it (127.0.0.1 when all processes run here)."
-                ) from None
-            time.sleep(0.2)
-
-
-def _join_processes() -> None:
-    """`keras.distribution.initialize` (jax.distributed) when Keras's environment variables
-    name several processes; before JAX starts its devices (it cannot join them later)."""
-    settings = _process_settings()
-    if settings is None:
-        return
-    import jax
-
-    if jax.distributed.is_initialized():
-        return  # joined already (a second run in this process)
-    import keras
-
-    coordinator, processes, process_id = settings
-    if process_id != 0:
-        _wait_for_coordinator(coordinator, COORDINATOR_WAIT_S)
-    # JAX's CPU devices all-reduce across processes through gloo (jax 0.10.2's default;
-    # without it, a computation across processes on CPU fails).
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    keras.distribution.initialize(coordinator, processes, process_id)
-
-
-def _make_data_parallel() -> JaxDataParallel:
-    import keras
-
-    _join_processes()
-    distribution = keras.distribution.DataParallel(
-        devices=keras.distribution.list_devices(),
-        # Our batches are each process's share already (training.pipeline); Keras shards
-        # only tf.data itself.
-        auto_shard_dataset=False,
-    )
-    keras.distribution.set_distribution(distribution)
-    return JaxDataParallel(distribution)
-
-
 @dataclasses.dataclass(frozen=True)
 class Role:
     """This process's place in the cluster."""
@@ -421,30 +203,6 @@ class Role:
     is_chief: bool
     index: int  # the worker index in TF_CONFIG (0 without a cluster)
     workers: int
-
-
-def _tf_config() -> dict[str, Any]:
-    text = os.environ.get("TF_CONFIG", "")
-    if not text.strip():
-        raise ValueError(
-            "--strategy multiworker needs the TF_CONFIG environment variable, e.g. "
-            '\'{"cluster": {"worker": ["host0:12345", "host1:12345"]}, '
-            '"task": {"type": "worker", "index": 0}}\' on machine 0 and index 1 on machine '
-            "1 (see `python -c 'import training.distribute as d; help(d)'`)."
-        )
-    try:
-        config = json.loads(text)
-        workers = config["cluster"]["worker"]
-        task = config["task"]
-        if task["type"] != "worker" or not 0 <= int(task["index"]) < len(workers):
-            raise ValueError
-    except (ValueError, KeyError, TypeError):
-        raise ValueError(
-            "TF_CONFIG must be JSON with cluster.worker (a list of host:port) and task "
-            '{"type": "worker", "index": i} with i < the number of workers. '
-            f"Received: TF_CONFIG={text!r}"
-        ) from None
-    return config
 
 
 def make_strategy(name: str) -> Any:
@@ -461,29 +219,13 @@ def make_strategy(name: str) -> Any:
         raise ValueError(f"Unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}.")
     if name == "data_parallel":
         if backend() != "jax":
-            raise _data_parallel_needs_jax()
-        return _make_data_parallel()
+            raise jax_processes.data_parallel_needs_jax()
+        return jax_processes.make_data_parallel()
     if backend() != "tensorflow":
         if name == "default":
             return SingleDevice()
         raise tf_distribute_only(f"--strategy {name}")
-    tf = _tf()
-    if name == "default":
-        return tf.distribute.get_strategy()
-    if name == "mirrored":
-        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
-        return tf.distribute.MirroredStrategy([d.name for d in devices])
-    if name == "multiworker":
-        _tf_config()
-        try:
-            return tf.distribute.MultiWorkerMirroredStrategy()
-        except (RuntimeError, ValueError) as err:
-            raise RuntimeError(
-                "Could not start MultiWorkerMirroredStrategy; it must be created before "
-                "TensorFlow runs anything else in the process (use the command line, or "
-                f"create the strategy first and pass it to train()). TensorFlow said: {err}"
-            ) from None
-    raise AssertionError(name)  # every name of STRATEGIES is handled above
+    return tf_strategies.make_strategy(name)
 
 
 def check_strategy(strategy: Any) -> Any:
@@ -491,7 +233,7 @@ def check_strategy(strategy: Any) -> Any:
     backend can train under it; a ValueError that says what to use instead if not."""
     if isinstance(strategy, JaxDataParallel):
         if backend() != "jax":
-            raise _data_parallel_needs_jax()
+            raise jax_processes.data_parallel_needs_jax()
         return strategy
     if isinstance(strategy, SingleDevice):
         if strategy.backend != backend():
@@ -502,22 +244,13 @@ def check_strategy(strategy: Any) -> Any:
     if tf is None or not isinstance(strategy, tf.distribute.Strategy):
         raise TypeError(
             "strategy must be a name (" + ", ".join(STRATEGIES) + "), a tf.distribute.Strategy, "
-            "a training.distribute.SingleDevice or a training.distribute.JaxDataParallel. "
+            "a training.runtime.distribute.SingleDevice or a "
+            "training.runtime.distribute.JaxDataParallel. "
             f"Received: {strategy!r}"
         )
     if backend() != "tensorflow":
         raise tf_distribute_only(f"A {type(strategy).__name__}")
     return strategy
-
-
-def is_multi_worker(strategy: Any) -> bool:
-    """Whether `strategy` is a MultiWorkerMirroredStrategy of more than one worker (the chief
-    counts as one, as TensorFlow counts them)."""
-    tf = sys.modules.get("tensorflow")
-    if tf is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return False
-    cluster = strategy.cluster_resolver.cluster_spec().as_dict()
-    return len(cluster.get("chief", [])) + len(cluster.get("worker", [])) > 1
 
 
 def role(strategy: Any) -> Role:
@@ -536,36 +269,6 @@ def role(strategy: Any) -> Role:
     return Role(is_chief=is_chief, index=index, workers=workers)
 
 
-def prepare_model(model, strategy: Any, first_epoch) -> None:
-    """Lets `model.fit`/`evaluate` run under MultiWorkerMirroredStrategy (Keras 3.15).
-
-    Two workarounds for keras-team/keras#20585, applied to this model only and only with
-    more than one worker:
-
-    - Keras builds the model's metrics and optimizer symbolically from a first batch that
-      it all-reduces across workers, which the collective runtime rejects for a nested
-      (images, labels) batch: build from `first_epoch`'s `element_spec` instead (shapes
-      and dtypes are all it needs) and skip Keras's own build.
-    - Keras reduces each step's logs with `strategy.reduce("MEAN", v, axis=0)`, which fails
-      for scalar metrics: return them with shape (1,), so that the reduction averages over
-      all replicas and every worker logs the same (global) values.
-    """
-    if not is_multi_worker(strategy):
-        return
-    tf = _tf()
-    with strategy.scope():
-        private_api.build_for_multi_worker(model, first_epoch.element_spec)
-
-    def with_vector_logs(step):
-        def wrapped(data):
-            return {k: tf.reshape(v, [1]) for k, v in step(data).items()}
-
-        return wrapped
-
-    model.train_step = with_vector_logs(model.train_step)
-    model.test_step = with_vector_logs(model.test_step)
-
-
 def minimum_over_workers(strategy: Any, value: int) -> int:
     """The smallest of every worker's `value` (a collective: all workers must call it)."""
     if isinstance(strategy, JaxDataParallel) and strategy.processes > 1:
@@ -575,7 +278,7 @@ def minimum_over_workers(strategy: Any, value: int) -> int:
         return int(np.min(multihost_utils.process_allgather(np.array([value], np.int64))))
     if not is_multi_worker(strategy):
         return value
-    tf = _tf()
+    tf = tf_strategies.tf_module()
     local = strategy.experimental_distribute_values_from_function(
         lambda _: tf.constant([value], tf.int64)
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from training.private_api import custom_gradient_registry as _registry
+from training.runtime.private_api import custom_gradient_registry as _registry
 
 _PREFIX = "CustomGradient-"
 

@@ -8,14 +8,14 @@ checkpoints. No TensorFlow object exists before TensorFlow is imported, so after
 Keras is told TensorFlow is available exactly when it has been imported (by ImageNet's
 tf.data splits, an export, ...): the answers to its questions stay the same. Nothing changes
 on the TensorFlow backend. How Keras is told is private to Keras:
-`training.private_api.defer_tensorflow_import`.
+`training.runtime.private_api.defer_tensorflow_import`.
 """
 
 from __future__ import annotations
 
 import keras
 
-from training import private_api
+from training.runtime import private_api
 
 
 def install() -> None:

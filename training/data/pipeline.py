@@ -18,7 +18,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from training import augment
+from training.data import augment
 from training.data.images import Examples
 
 # The seed of an epoch's shuffle and augmentation, from the run's seed and the epoch alone.
@@ -37,12 +37,12 @@ class ExampleBatches(keras.utils.PyDataset):
         examples: the split.
         batch_size: examples per batch (the last batch may be smaller).
         order: the examples' indices in the order they are batched (default: as they are).
-        augment_fn: `f(images, seeds) -> images` (`training.augment.for_arrays`), or None.
+        augment_fn: `f(images, seeds) -> images` (`training.data.augment.for_arrays`), or None.
         seed: the epoch's seed; image `i` of the order is augmented from `(seed, i)`.
         skip_batches: batches left out at the start (a checkpoint already saw them).
         share: (index, count): this process feeds slice `index` of `count` equal slices of
             every batch (several processes training data-parallel); each batch's size must
-            divide by `count` (`training.distribute.check_even_batches`).
+            divide by `count` (`training.runtime.distribute.check_even_batches`).
     """
 
     def __init__(self, examples: Examples, batch_size: int, order: np.ndarray | None = None,

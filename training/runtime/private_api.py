@@ -105,8 +105,8 @@ def check(capability: str, version: str | None = None) -> bool:
              f"was tested on ({library} >={low},<{high})")
     if fallback is None:
         raise PrivateAPIError(f"{found}. Install a tested version, or check "
-                              f"training/private_api.py's {capability} on this one and widen "
-                              "its range in TESTED.")
+                              f"training/runtime/private_api.py's {capability} on this one and "
+                              "widen its range in TESTED.")
     if capability not in _warned:
         _warned.add(capability)
         warnings.warn(f"{found}: {fallback}.", RuntimeWarning, stacklevel=3)
@@ -133,7 +133,7 @@ def _available_once_imported() -> type:
 
 def defer_tensorflow_import() -> None:
     """Keras counts TensorFlow as available only once something has imported it (for JAX
-    and PyTorch runs: training.tensorflow_on_demand says why). Keras asks its lazy module
+    and PyTorch runs: training.runtime.tensorflow_on_demand says why). Keras asks its lazy module
     `keras.src.utils.module_utils.tensorflow`, whose class is replaced."""
     if check("defer_tensorflow_import"):
         from keras.src.utils import module_utils
