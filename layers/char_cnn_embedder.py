@@ -32,6 +32,7 @@ class CharCNNEmbedder(keras.layers.Layer):
     by zero vectors. Kim et al.'s Torch code pooled over every window, the padding's included
     (its padding vector is zero too, but a window of zeros still yields tanh(bias), which can be
     the max); here a token's embedding does not depend on how much padding follows it.
+    `pool_padding=True` pools as Kim et al.'s code does, over every window of the padded token.
 
     A token whose characters are all padding is a padding token: the layer's output mask
     (`compute_mask`) is False there, so an `LSTM` after it skips it, as after
@@ -77,6 +78,9 @@ class CharCNNEmbedder(keras.layers.Layer):
         padding_id: the character id of padding. Defaults to 0.
         mask_padding: whether the output mask marks padding tokens (`compute_mask`); `False`
             passes the incoming mask on unchanged (None if none). Defaults to `True`.
+        pool_padding: whether the max also runs over the windows that reach into the
+            padding (Kim et al.'s Torch code), so that a token's embedding depends on
+            `max_word_length`. Defaults to `False` (the windows inside the token only).
         layerscale_init, gru_gate_bias, laurel_rank: the gated skips' arguments, passed to
             the highway layers (as in `HighwayDense`; each read by its variant only).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
@@ -120,6 +124,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         bias_initializer="zeros",
         padding_id: int = 0,
         mask_padding: bool = True,
+        pool_padding: bool = False,
         layerscale_init=1e-5,
         gru_gate_bias=2.0,
         laurel_rank=None,
@@ -151,6 +156,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.padding_id = int(padding_id)
         self.mask_padding = bool(mask_padding)
+        self.pool_padding = bool(pool_padding)
         self.supports_masking = True
 
         self.embedding = keras.layers.Embedding(
@@ -197,12 +203,14 @@ class CharCNNEmbedder(keras.layers.Layer):
             highway.build((None, self.output_dim))
 
     def _pool(self, conv, embedded, lengths, width):
-        """Max over the windows inside each token of one convolution's outputs."""
+        """Max over the windows inside each token of one convolution's outputs (over every
+        window of the padded token with `pool_padding`)."""
         z = conv(embedded)  # (tokens, length - width + 1, filters)
-        last = ops.maximum(lengths - width, 0)  # last candidate window of each token
-        positions = ops.arange(ops.shape(z)[1], dtype="int32")
-        candidate = ops.expand_dims(positions, 0) <= ops.expand_dims(last, 1)
-        z = ops.where(ops.expand_dims(candidate, -1), z, ops.cast(float("-inf"), z.dtype))
+        if not self.pool_padding:
+            last = ops.maximum(lengths - width, 0)  # last candidate window of each token
+            positions = ops.arange(ops.shape(z)[1], dtype="int32")
+            candidate = ops.expand_dims(positions, 0) <= ops.expand_dims(last, 1)
+            z = ops.where(ops.expand_dims(candidate, -1), z, ops.cast(float("-inf"), z.dtype))
         if self._conv_activation_name in _MONOTONE:
             return self.conv_activation(ops.max(z, axis=1))
         return ops.max(ops.where(ops.isfinite(z), self.conv_activation(z),
@@ -253,6 +261,7 @@ class CharCNNEmbedder(keras.layers.Layer):
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "padding_id": self.padding_id,
             "mask_padding": self.mask_padding,
+            "pool_padding": self.pool_padding,
         })
         if self.highways:  # the gated skip's own argument, as the highway layers keep it
             config.update(self.highways[0]._skip_config())

@@ -15,9 +15,10 @@ def _sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def numpy_embedder(layer, chars, conv_activation=np.tanh):
+def numpy_embedder(layer, chars, conv_activation=np.tanh, pool_padding=False):
     """The layer's function written out with loops: embedding, padding zeroed, each width's
-    windows inside the token only (the first window for a token shorter than the width),
+    windows inside the token only (the first window for a token shorter than the width;
+    with `pool_padding`, every window of the padded token, as Kim et al.'s code),
     the convolution's activation (tanh), max, then highway layers y = H·T + x·(1 - T)
     (coupled) or the variant's formula."""
     table = keras.ops.convert_to_numpy(layer.embedding.embeddings)
@@ -29,7 +30,8 @@ def numpy_embedder(layer, chars, conv_activation=np.tanh):
         pooled = []
         for conv, k in zip(layer.convolutions, layer.kernel_sizes):
             kernel, bias = (keras.ops.convert_to_numpy(w) for w in conv.weights)
-            windows = range(0, max(n - k, 0) + 1)
+            last = len(token) - k if pool_padding else max(n - k, 0)
+            windows = range(0, last + 1)
             values = [conv_activation(np.einsum("kc,kcf->f", emb[p:p + k], kernel) + bias)
                       for p in windows]
             pooled.append(np.max(values, axis=0))
@@ -135,6 +137,19 @@ def test_mask_marks_padding_tokens_and_lstm_ignores_them():
     a = keras.ops.convert_to_numpy(model(tokens[None]))
     b = keras.ops.convert_to_numpy(model(padded))
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_pool_padding_takes_the_max_over_every_window_as_kims_code():
+    chars = _chars()
+    layer = _layer(pool_padding=True)
+    y = keras.ops.convert_to_numpy(layer(chars))
+    np.testing.assert_allclose(y, numpy_embedder(layer, chars, pool_padding=True),
+                               rtol=1e-5, atol=1e-6)
+    # Unlike the default, the embedding depends on how much padding follows a token, and
+    # the config keeps the choice.
+    inside = keras.ops.convert_to_numpy(_layer()(chars))
+    assert np.abs(y - inside).max() > 1e-3
+    assert CharCNNEmbedder.from_config(layer.get_config()).pool_padding is True
 
 
 def test_mask_padding_false_computes_no_mask_and_passes_the_incoming_one_on():

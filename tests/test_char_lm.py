@@ -1,6 +1,7 @@
 """The character-aware language models (Kim et al. 2016): counts, training, perplexity, resume,
 the Table 1a study on a language model, and bad input."""
 
+import argparse
 import json
 import math
 import subprocess
@@ -100,6 +101,18 @@ def test_only_the_stateless_form_masks_padding_words():
 
     assert lstm_masks(zoo.load(SMALL, stateful=True, batch_size=2)) == [False, False]
     assert lstm_masks(zoo.load(SMALL)) == [True, True]
+
+
+def test_pool_padding_is_an_override_and_a_train_flag():
+    from highway_zoo.cli import train as train_cli
+
+    model = zoo.load(SMALL, pool_padding=True)
+    assert model.get_layer("embedder").pool_padding is True
+    assert zoo.load(SMALL).get_layer("embedder").pool_padding is False
+    parser = argparse.ArgumentParser()
+    train_cli.add_override_flags(parser)
+    assert train_cli.overrides(parser.parse_args(["--pool-padding"])) == {"pool_padding": True}
+    assert train_cli.overrides(parser.parse_args([])) == {}
 
 
 def test_kims_learning_rate_rule():

@@ -68,6 +68,7 @@ def spell(word: str, char_ids: dict[str, int], width: int):
 CHAR_LM_OVERRIDES = (
     "input_shape", "char_vocab_size", "variant", "highway_layers", "transform_bias",
     "dropout", "lstm_units", "stateful", "batch_size", "classes", "classifier_activation",
+    "pool_padding",
 )
 
 
@@ -104,7 +105,7 @@ def char_lm(
     *, input_shape, classes, char_vocab_size, char_embedding_dim, filters, kernel_sizes,
     highway_layers, variant, transform_bias, lstm_units, lstm_layers, dropout, init_scale,
     stateful=False, batch_size=None, classifier_activation=None, include_top=True,
-    pooling=None,
+    pooling=None, pool_padding=False,
 ):
     """`stateful=True` (with a fixed `batch_size`) carries the LSTM states from one batch to
     the next, as Kim et al. train and evaluate on contiguous BPTT batches; the default
@@ -113,6 +114,8 @@ def char_lm(
     The output is the next word's logits (`classifier_activation=None`, keras-hub's causal
     LMs' convention) or probabilities (`"softmax"`); `include_top=False` returns the
     embedder's features (batch, steps, sum(filters)), the part of the net other models reuse.
+    `pool_padding=True` takes the character CNN's max over every window of the padded word, as
+    Kim et al.'s Torch code does (`layers.CharCNNEmbedder`).
     """
     import keras
 
@@ -141,7 +144,7 @@ def char_lm(
         bias_initializer=_uniform(init_scale), name="embedder",
         # A stateful net reads a contiguous stream, where no word is padding: with no mask the
         # LSTMs run through cuDNN on a GPU under JAX (Keras skips cuDNN when a mask is given).
-        mask_padding=not stateful,
+        mask_padding=not stateful, pool_padding=pool_padding,
     )(inputs)
     if not include_top:
         return inputs, x

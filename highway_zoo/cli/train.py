@@ -31,13 +31,16 @@ def add_override_flags(p) -> None:
     for name, kind in OVERRIDE_FLAGS.items():
         group.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                            help=_OVERRIDE_HELP[name])
+    group.add_argument("--pool-padding", action="store_const", const=True, default=None,
+                       help="language models: the character CNN's max over every window of "
+                       "the padded word, as Kim et al.'s code (default: inside the word)")
     group.add_argument("--stacked", action="store_const", const=True, default=None,
                        help="highway FC nets: keep the highway layers as one HighwayStack "
                        "(stacked weights, one scan): start-up independent of depth")
 
 
 def overrides(args) -> dict:
-    names = (*OVERRIDE_FLAGS, "stacked")
+    names = (*OVERRIDE_FLAGS, "stacked", "pool_padding")
     return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
 
 
