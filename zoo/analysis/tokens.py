@@ -37,7 +37,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,8 +45,29 @@ from layers.variants import INPUT_GATED_SKIPS, LEARNED_BRANCHES, STATIC_SKIPS, n
 from zoo.char_lm import END, EOS, EOS_CHAR, UNK, UNK_CHAR
 from zoo.files import atomic_path, jsonable, write_text
 
-if TYPE_CHECKING:  # zoo reads a corpus the reader made; it does not import training
-    from training.data.text import Corpus, Split
+
+class Split(Protocol):
+    """What is read of a split (`training.data.text.Split`): word ids and their characters."""
+
+    words: np.ndarray
+    chars: np.ndarray
+
+
+class Corpus(Protocol):
+    """What is read of a loaded corpus (`training.data.text.load_corpus`); zoo reads a corpus
+    the reader made and does not import training."""
+
+    directory: str
+    chars: tuple[str, ...]
+    train: Split
+
+    @property
+    def num_chars(self) -> int:
+        """The number of character ids, padding included."""
+
+    def split(self, name: str) -> Split:
+        """The split called `name` ("train", "valid" or "test")."""
+
 
 TOKENS_FILE = "tokens.json"
 TOKENS_FIGURE = "tokens.png"
