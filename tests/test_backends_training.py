@@ -167,9 +167,9 @@ def check_the_run_exports_to_a_saved_model_under_tensorflow(backend, record, wor
 def check_demo(backend, record, work):
     _ok(record["demo"])
     demo = _read(work / "demo" / "results.json")
-    assert sorted((r["kind"], r["depth"]) for r in demo["results"]) == [
+    assert sorted((r["kind"], r["depth"]) for r in demo["runs"]) == [
         ("highway", 2), ("plain", 2)]
-    for r in demo["results"]:  # trained on this backend: numbers a run can give
+    for r in demo["runs"]:  # trained on this backend: numbers a run can give
         assert 0.0 <= r["test_accuracy"] <= 1.0 and 0.0 < r["final_train_loss"] < 100
     # What the figure draws is tested in test_training (the same code on every backend).
     assert (work / "demo" / "accuracy_vs_depth.png").read_bytes()[:4] == b"\x89PNG"

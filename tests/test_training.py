@@ -140,12 +140,25 @@ def test_demo_writes_its_table_and_plot(tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "| depth | highway test acc | plain test acc" in out
-    results = json.loads((tmp_path / "demo" / "results.json").read_text())["results"]
+    results = json.loads((tmp_path / "demo" / "results.json").read_text())["runs"]
     assert {(r["kind"], r["depth"]) for r in results} == {
         ("highway", 2), ("highway", 3), ("plain", 2), ("plain", 3),
     }
     png = (tmp_path / "demo" / "accuracy_vs_depth.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    # The same command again keeps every finished net and writes the same table.
+    table = (tmp_path / "demo" / "table.md").read_text()
+    with pytest.warns(UserWarning, match="5,000"):
+        assert cli.main(["demo", "--depths", "2,3", "--epochs", "1", "--data-dir",
+                         str(tmp_path), "--out", str(tmp_path / "demo")]) == 0
+    assert capsys.readouterr().out.count("(finished earlier, kept)") == 4
+    assert (tmp_path / "demo" / "table.md").read_text() == table
+    # Other options: refused in one line rather than mixed into these runs.
+    with pytest.warns(UserWarning, match="5,000"):
+        assert cli.main(["demo", "--depths", "2,3", "--epochs", "2", "--data-dir",
+                         str(tmp_path), "--out", str(tmp_path / "demo")]) == 2
+    err = capsys.readouterr().err
+    assert "holds a study with other settings (epochs differ" in err and err.count("\n") == 1
 
 
 def test_demo_figure_draws_each_kinds_results_by_depth(tmp_path, monkeypatch):

@@ -6,23 +6,22 @@ recipe (Adam 5e-3, global-norm clip 5, batch 128, 12 epochs). It prints a table
 of test accuracy and final training loss per depth and plots accuracy against
 depth. Plain nets at depth >= 20 should sit near chance while highway nets stay
 high.
+
+A `Study` like the others: run it again with the same options and its finished nets are kept.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from training.data import load_dataset
-from training.experiments.fc import INITS, KINDS, architecture, depth_table
-from training.run_dir import claim_dir, default_dir
-from training.trainer import train
-from zoo.files import save_figure, write_text
+from training.experiments.fc import INITS, KINDS, FCStudy, architecture, depth_table
+from training.experiments.study import run_study
+from zoo.files import save_figure
 
 
 def plot(results: Sequence[dict[str, Any]], path: Path, title: str) -> None:
@@ -53,6 +52,63 @@ def plot(results: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     save_figure(fig, path)
 
 
+class DemoStudy(FCStudy):
+    """The demo as a `training.experiments.study.Study`: one seed, every depth, both kinds,
+    trained in this process on one loaded MNIST."""
+
+    name, figure_file, indent = "demo", "accuracy_vs_depth.png", 2
+
+    def __init__(self, depths, *, init, epochs, data_dir, seed, overrides):
+        if init not in INITS:
+            raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
+        self.depths, self.init, self.epochs, self.seed = list(depths), init, epochs, seed
+        self.overrides = dict(overrides)
+        # Loaded before the directory is claimed: a refusal leaves nothing behind.
+        self.data = load_dataset("mnist", data_dir)
+        print(f"Data: {self.data.source}")
+        self.data_record = {"source": self.data.source, "num_train": self.data.num_train,
+                            "num_test": self.data.num_test}
+
+    def settings(self) -> dict[str, Any]:
+        return {"data": self.data_record, "depths": self.depths, "seed": self.seed,
+                "init": self.init, "epochs": self.epochs, "overrides": self.overrides}
+
+    def jobs(self, out: Path) -> list[dict[str, Any]]:
+        jobs = []
+        for depth in self.depths:
+            for kind in KINDS:
+                name, depth_override = architecture(kind, depth)
+                # b_T is the highway nets' own; the plain nets take every other override.
+                extra = {k: v for k, v in self.overrides.items()
+                         if kind == "highway" or k != "transform_bias"}
+                extra.setdefault("kernel_initializer", INITS[self.init])
+                jobs.append({"kind": kind, "depth": depth, "architecture": name,
+                             "overrides": {**depth_override, **extra}, "seed": self.seed,
+                             "epochs": self.epochs, "recipe": None,
+                             "run_dir": str(out / f"{kind}_depth{depth}")})
+        return jobs
+
+    def label(self, job: dict[str, Any]) -> str:
+        return f"{job['kind']:7s} depth {job['depth']:4d}"
+
+    def summary(self, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One seed: each run as it is (kind, depth and its metrics)."""
+        return [{k: r[k] for k in ("kind", "depth", "architecture", "test_accuracy",
+                                   "final_train_loss")} for r in runs]
+
+    def table(self, summary: Sequence[dict[str, Any]]) -> str:
+        return depth_table(summary)
+
+    def results(self, runs, summary) -> dict[str, Any]:
+        return {"data": self.data_record, "settings": self.settings(), "runs": runs,
+                "summary": summary}
+
+    def figure(self, results: dict[str, Any], out: Path) -> None:
+        plot(results["summary"], out / self.figure_file,
+             f"Highway vs plain tanh nets on MNIST ({self.data.num_train} training images, "
+             f"{self.init} init, seed {self.seed})")
+
+
 def demo(
     depths: Sequence[int] = (10, 20, 50),
     *,
@@ -62,43 +118,13 @@ def demo(
     out: str | os.PathLike | None = None,
     seed: int = 0,
     **overrides: Any,
-) -> list[dict[str, Any]]:
+) -> dict[str, Any]:
     """Trains highway and plain nets at each depth; writes runs, table, JSON and PNG.
 
-    `init` picks the kernel initialisation of both kinds of net from `INITS`.
+    `init` picks the kernel initialisation of both kinds of net from `INITS`. `out` is new or
+    empty (default runs/demo-TIME), or an earlier demo's with the same settings, resumed.
+    Returns what results.json holds.
     """
-    if init not in INITS:
-        raise ValueError(f"Unknown init {init!r}; choose from {', '.join(INITS)}.")
-    data = load_dataset("mnist", data_dir)  # before the directory: a refusal leaves nothing
-    out = claim_dir(out or default_dir("demo"))
-    print(f"Data: {data.source}")
-    results = []
-    jobs = [(d, k) for d in depths for k in KINDS]
-    for i, (depth, kind) in enumerate(jobs, start=1):
-        name, depth_override = architecture(kind, depth)
-        extra = {k: v for k, v in overrides.items() if kind == "highway" or k != "transform_bias"}
-        extra.setdefault("kernel_initializer", INITS[init])
-        start = time.perf_counter()
-        metrics = train(
-            name, dataset=data, epochs=epochs, out=out / f"{kind}_depth{depth}",
-            seed=seed, verbose=0, **depth_override, **extra,
-        )
-        results.append({"kind": kind, "depth": depth, "architecture": name, **metrics})
-        print(
-            f"[{i}/{len(jobs)}] {kind:7s} depth {depth:4d}: test accuracy "
-            f"{metrics['test_accuracy']:.3f}, final training loss "
-            f"{metrics['final_train_loss']:.3f} ({time.perf_counter() - start:.1f} s)",
-            flush=True,
-        )
-    table = depth_table(results)
-    print()
-    print(table)
-    summary = {"data": data.source, "seed": seed, "init": init, "overrides": overrides,
-               "results": results}
-    write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
-    write_text(out / "table.md", table + "\n")
-    plot(results, out / "accuracy_vs_depth.png",
-         f"Highway vs plain tanh nets on MNIST ({data.num_train} training images, "
-         f"{init} init, seed {seed})")
-    print(f"\nWrote {out}/results.json, table.md and accuracy_vs_depth.png")
-    return results
+    study = DemoStudy(depths, init=init, epochs=epochs, data_dir=data_dir, seed=seed,
+                      overrides=overrides)
+    return run_study(study, out, isolate=False)
