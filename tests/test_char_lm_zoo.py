@@ -19,6 +19,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 from test_char_lm import SMALL, write_corpus
 
 import zoo
+from highway_zoo import cli
 from highway_zoo.cli import main
 from training.data.text import EOS, UNK, load_corpus
 from training.language_model import train_lm
@@ -356,7 +357,7 @@ def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, monkeypa
         {"prompt": "some", "max_length": 6, "sampler": "top_k", "k": 3, "seed": 0}])
     (tmp_path / "pretrained").mkdir()
     try:
-        assert pretrain.main(["--language-model", SMALL, str(run)]) == 0
+        assert cli.main(["pretrain", "--language-model", SMALL, str(run)]) == 0
         entry = pretrained.index()[SMALL]
         shipped = zoo.load(SMALL, weights="default")
         preset = zoo.load(str(run))

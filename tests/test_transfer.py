@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import zoo
+from highway_zoo import cli
 from training.experiments import transfer
 
 
@@ -27,10 +28,11 @@ def test_the_pretrained_body_is_the_shipped_one_and_the_probe_trains_only_the_he
 
 @pytest.mark.slow
 def test_a_tiny_run_writes_its_table_json_and_figure(tmp_path, capsys):
+    command = ["transfer", "--sizes", "40", "--seeds", "2", "--steps", "1", "--out",
+               str(tmp_path)]
     with pytest.warns(UserWarning):  # the offline MNIST sample says it is a sample
-        assert transfer.main(["--sizes", "40", "--seeds", "2", "--steps", "1",
-                              "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "transfer.json").read_text())
+        assert cli.main(command) == 0
+    result = json.loads((tmp_path / "results.json").read_text())
     assert result["num_test"] == 1000
     assert sorted((r["method"], r["seed"]) for r in result["runs"]) == sorted(
         (m, s) for m in transfer.METHODS for s in (0, 1))
@@ -44,6 +46,18 @@ def test_a_tiny_run_writes_its_table_json_and_figure(tmp_path, capsys):
     with open(tmp_path / "transfer.png", "rb") as png:
         assert png.read(8) == b"\x89PNG\r\n\x1a\n"
     assert "| 40 |" in capsys.readouterr().out
+    # Run again, it keeps its six runs and writes the same results.
+    with pytest.warns(UserWarning):
+        assert cli.main(command) == 0
+    assert capsys.readouterr().out.count("(finished earlier, kept)") == 6
+    assert json.loads((tmp_path / "results.json").read_text()) == result
+
+
+def test_sizes_beyond_the_data_are_refused_before_anything_is_written(tmp_path, capsys):
+    with pytest.warns(UserWarning):
+        assert cli.main(["transfer", "--sizes", "40,5000", "--out", str(tmp_path / "t")]) == 2
+    assert "--sizes 5000 exceeds the 4000 training images" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
 
 
 # Two seeds at one size, one at another: mean, sample std (n - 1), a single seed's std 0.

@@ -302,9 +302,8 @@ register(
         "LSTMs. The recipe is Kim's (kim_char_lm), not tuned for it."
     ),
     weights_note=(
-        "Not trained for this release: Kim's 25 epochs on the full PTB take about 80 minutes "
-        "a run on a 2-core CPU, and the release's time went to Table 1a's six variants; "
-        "lstm_char_small_ptb (Coupled) ships weights. `highway-zoo train "
+        "Not trained: Kim's 25 epochs on the full PTB take about 80 minutes a run on a "
+        "2-core CPU; lstm_char_small_ptb (Coupled) ships weights. `highway-zoo train "
         "lstm_char_small_rezero_ptb --corpus PTB_DIR` trains it."
     ),
 )

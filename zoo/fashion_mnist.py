@@ -8,11 +8,10 @@ trained honestly on these machines. The papers never used it: no paper accuracy.
 from zoo import conv_nets, fc_nets  # noqa: F401  (registers the MNIST nets copied here)
 from zoo.registry import get, list_models, register_twin
 
-# Why the gated-skip nets' twins (issue 31) ship no weights, on their cards.
+# Why the gated-skip nets' twins ship no weights, on their cards.
 _UNTRAINED = (
-    "Not trained for this release: 12 epochs of adam_fc on the full Fashion-MNIST took about "
-    "92 s an epoch (18 minutes a net) on the shared 2-core machine, more than the time issue 31 "
-    "had for them; the MNIST net ships weights. `python -m training.experiments.pretrain "
+    "Not trained: 12 epochs of adam_fc on the full Fashion-MNIST take about 92 s an epoch "
+    "(18 minutes a net) on a 2-core CPU; the MNIST net ships weights. `highway-zoo pretrain "
     "--only {name}` trains them as every shipped net was."
 )
 

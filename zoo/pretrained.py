@@ -1,6 +1,6 @@
 """Pretrained weights: `zoo.load(name, weights="default")`.
 
-`zoo/pretrained/index.json` (pure data, written by `python -m training.experiments.pretrain`) lists,
+`zoo/pretrained/index.json` (pure data, written by `highway-zoo pretrain`) lists,
 per architecture, a weights file, its sha256 and how it was made: the data it was trained
 and tested on, the recipe, the command, the test accuracy measured. A file is fetched with
 `keras.utils.get_file(file_hash=sha256)` into the Keras cache

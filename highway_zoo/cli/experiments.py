@@ -35,7 +35,7 @@ def _demo_arguments(p) -> None:
     add_init(p)
     add_epochs(p)
     add_data_dir(p)
-    add_out(p, "output directory", "runs/demo-TIME")
+    add_out(p, "output directory", "runs/demo-TIME", resumable=True)
     add_seed(p)
     p.add_argument("--transform-bias", type=finite, metavar="B",
                    help="the highway nets' b_T (default -2)")
@@ -232,28 +232,37 @@ def fig1(args) -> None:
           max_test_examples=args.max_test_examples, seed=args.seed)
 
 
-# --- transfer and pretrain: their options are their modules' own, which also run as
-# `python -m training.experiments.transfer` / `.pretrain`.
+# --- transfer and pretrain ------------------------------------------------------------
 
 
 def _transfer_arguments(p) -> None:
-    from training.experiments.transfer import add_arguments
-
-    add_arguments(p)
+    add_list(p, "--sizes", item=positive, default=(100, 1000, 4000),
+             help="training-set sizes, the first N digits of MNIST's training split")
+    add_seeds(p, 3)
+    p.add_argument("--steps", type=positive, default=240,
+                   help="optimiser steps per run, the same for every size (default 240)")
+    add_data_dir(p)
+    add_out(p, "output directory", "runs/transfer-TIME", resumable=True)
 
 
 def transfer(args) -> None:
-    from training.experiments.transfer import run_from_args
+    from training.experiments.transfer import transfer as transfer_
 
-    run_from_args(args)
+    transfer_(args.sizes, args.seeds, args.steps, data_dir=args.data_dir, out=args.out)
 
 
 def _pretrain_arguments(p) -> None:
-    from training.experiments.pretrain import add_arguments
+    from training.experiments.pretrain import WORK_DIR
 
     p.description = ("Trains the nets whose weights ship in zoo/pretrained/ (or ships a "
                      "finished language-model run) and records them in its index.json.")
-    add_arguments(p)
+    p.add_argument("--only", nargs="*", help="train only these architectures")
+    p.add_argument("--redo", nargs="*", default=[], help="retrain these even if present")
+    add_data_dir(p)
+    p.add_argument("--work-dir", type=Path, default=WORK_DIR,
+                   help=f"the runs' directory, kept for resuming (default {WORK_DIR})")
+    p.add_argument("--language-model", nargs=2, metavar=("NAME", "RUN_DIR"),
+                   help="ship a finished language-model run of NAME instead of training")
 
 
 def pretrain(args) -> None:

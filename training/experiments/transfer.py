@@ -2,8 +2,6 @@
 
     highway-zoo transfer [--sizes 100,1000,4000] [--seeds 3] [--steps 240] [--out DIR]
 
-(or `python -m training.experiments.transfer` with the same options).
-
 For each training-set size (the first N digits of the MNIST sample's training split, shuffled
 once) and seed, the same network is trained three ways with the same optimiser and the same
 budget of optimiser steps (as many epochs of the N digits as it takes, batch 50):
@@ -15,20 +13,21 @@ budget of optimiser steps (as many epochs of the N digits as it takes, batch 50)
 
 The head is what the zoo's MNIST conv nets have on top (Flatten, a Dense softmax), started
 afresh. Test accuracy on the sample's 1,000 test digits is reported as mean ± std over seeds,
-with a table, `transfer.json` and `transfer.png`.
+with results.json, table.md and transfer.png. A `Study` like the others: run it again with
+the same options and its finished runs are kept.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from training.experiments.study import format_table, mean_std, summarise
+from training.experiments.study import Study, format_table, mean_std, run_study, summarise
 
 SOURCE = "highway_conv32_fashion_mnist"
 TARGET = "highway_conv32_mnist"
@@ -58,48 +57,113 @@ def build(method: str, seed: int, source: str = SOURCE, target: str = TARGET):
     return model
 
 
-def run(sizes=(100, 1000, 4000), seeds=3, steps=240, batch_size=50, data_dir=None,
-        source=SOURCE, target=TARGET, progress=print) -> dict[str, Any]:
-    """Trains every (size, method, seed) and returns the results (see the module docstring)."""
+def _method_slug(method: str) -> str:
+    return method.replace(" ", "_").replace("-", "_")
+
+
+def _training_data(data_dir) -> dict[str, Any]:
+    """MNIST as arrays: the training digits in one shuffled order (the same for every size and
+    seed), the test digits, and where they came from."""
     from training.data import first_examples, load_dataset
 
     data = load_dataset("mnist", data_dir)
     x_train, y_train = first_examples(data.train)
     x_test, y_test = first_examples(data.test)
-    order = np.random.default_rng(0).permutation(len(x_train))  # one order for every size
-    x_train, y_train = x_train[order], y_train[order]
-    runs = []
-    for size in sizes:
-        if size > len(x_train):
-            raise ValueError(
-                f"--sizes {size} exceeds the {len(x_train)} training images of {data.source}."
-            )
-        steps_per_epoch = -(-size // batch_size)
-        epochs = max(1, round(steps / steps_per_epoch))
-        for method in METHODS:
-            for seed in range(seeds):
-                model = build(method, seed, source, target)
-                started = time.perf_counter()
-                model.fit(x_train[:size], y_train[:size], batch_size=batch_size,
-                          epochs=epochs, verbose=0, shuffle=True)
-                seconds = time.perf_counter() - started
-                loss, accuracy = model.evaluate(x_test, y_test, verbose=0)
-                runs.append({"size": size, "method": method, "seed": seed, "epochs": epochs,
-                             "steps": epochs * steps_per_epoch,
-                             "test_accuracy": float(accuracy), "test_loss": float(loss),
-                             "train_seconds": round(seconds, 2)})
-                progress(f"N={size:5d} {method:12s} seed {seed}: test accuracy "
-                         f"{accuracy:.4f} ({seconds:.1f} s)")
-    return {
-        "source": f"{source} weights='default' (trained on Fashion-MNIST)",
-        "target": f"{target} architecture, include_top=False + Flatten + Dense softmax",
-        "data": data.source,
-        "num_test": len(x_test),
-        "recipe": {"optimizer": "adam", "learning_rate": 1e-3, "batch_size": batch_size,
-                   "steps": steps},
-        "runs": runs,
-        "summary": transfer_summary(runs),
-    }
+    order = np.random.default_rng(0).permutation(len(x_train))
+    return {"x_train": x_train[order], "y_train": y_train[order], "x_test": x_test,
+            "y_test": y_test, "source": data.source}
+
+
+def train_one(job: dict[str, Any], data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Trains one (size, method, seed) for its steps; its test accuracy and loss."""
+    if data is None:  # in a run's own process
+        data = _training_data(job["data_dir"])
+    model = build(job["method"], job["seed"], job["source"], job["target"])
+    size = job["size"]
+    started = time.perf_counter()
+    model.fit(data["x_train"][:size], data["y_train"][:size], batch_size=job["batch_size"],
+              epochs=job["epochs"], verbose=0, shuffle=True)
+    seconds = time.perf_counter() - started
+    loss, accuracy = model.evaluate(data["x_test"], data["y_test"], verbose=0)
+    return {"test_accuracy": float(accuracy), "test_loss": float(loss),
+            "train_seconds": round(seconds, 2)}
+
+
+class TransferStudy(Study):
+    """The transfer experiment as a `training.experiments.study.Study`: a job per (size,
+    method, seed), all trained in this process on one loaded MNIST."""
+
+    name, figure_file, indent = "transfer", "transfer.png", 2
+    run_one = staticmethod(train_one)
+
+    def __init__(self, sizes, seeds, steps, *, batch_size=50, data_dir=None, source=SOURCE,
+                 target=TARGET):
+        if not sizes or min(sizes) < 1 or seeds < 1 or steps < 1:
+            raise ValueError("sizes, seeds and steps must be positive. Received: "
+                             f"sizes={list(sizes)!r}, seeds={seeds!r}, steps={steps!r}")
+        self.data = _training_data(data_dir)
+        available = len(self.data["x_train"])
+        if max(sizes) > available:
+            raise ValueError(f"--sizes {max(sizes)} exceeds the {available} training images "
+                             f"of {self.data['source']}.")
+        self.sizes, self.seeds, self.steps, self.batch_size = list(sizes), seeds, steps, batch_size
+        self.data_dir, self.source, self.target = data_dir, source, target
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "source": f"{self.source} weights='default' (trained on Fashion-MNIST)",
+            "target": f"{self.target} architecture, include_top=False + Flatten + Dense softmax",
+            "data": self.data["source"],
+            "num_test": len(self.data["x_test"]),
+            "recipe": {"optimizer": "adam", "learning_rate": 1e-3,
+                       "batch_size": self.batch_size, "steps": self.steps},
+            "sizes": self.sizes, "seeds": self.seeds,
+        }
+
+    def jobs(self, out: Path) -> list[dict[str, Any]]:
+        jobs = []
+        for size in self.sizes:
+            steps_per_epoch = -(-size // self.batch_size)
+            epochs = max(1, round(self.steps / steps_per_epoch))
+            for method in METHODS:
+                for seed in range(self.seeds):
+                    jobs.append({
+                        "size": size, "method": method, "seed": seed, "epochs": epochs,
+                        "steps": epochs * steps_per_epoch, "batch_size": self.batch_size,
+                        "source": self.source, "target": self.target,
+                        "run_dir": str(out / f"n{size}_{_method_slug(method)}_seed{seed}"),
+                        "data_dir": None if self.data_dir is None else str(self.data_dir),
+                    })
+        return jobs
+
+    def label(self, job: dict[str, Any]) -> str:
+        return f"N={job['size']:5d} {job['method']:12s} seed {job['seed']}"
+
+    @staticmethod
+    def progress(result: dict[str, Any]) -> str:
+        return f"test accuracy {result['test_accuracy']:.4f} ({result['train_seconds']:.1f} s)"
+
+    def summary(self, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return transfer_summary(runs)
+
+    def table(self, summary: Sequence[dict[str, Any]]) -> str:
+        return transfer_table(summary)
+
+    def results(self, runs, summary) -> dict[str, Any]:
+        return {**self.settings(), "runs": runs, "summary": summary}
+
+    def figure(self, results: dict[str, Any], out: Path) -> None:
+        plot(results["summary"], out / self.figure_file)
+
+
+def transfer(sizes: Sequence[int] = (100, 1000, 4000), seeds: int = 3, steps: int = 240, *,
+             batch_size: int = 50, data_dir: str | os.PathLike | None = None,
+             out: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Trains every (size, method, seed) and writes results.json, table.md and transfer.png
+    under `out` (new or empty, default runs/transfer-TIME, or an earlier run of the same
+    settings, resumed); returns the results (see the module docstring)."""
+    study = TransferStudy(sizes, seeds, steps, batch_size=batch_size, data_dir=data_dir)
+    return run_study(study, out, isolate=False)
 
 
 def transfer_summary(runs) -> list[dict[str, Any]]:
@@ -143,53 +207,3 @@ def plot(summary, path: Path) -> None:
     with atomic_path(path, overwrite=True) as tmp:
         fig.savefig(tmp, dpi=120)
     plt.close(fig)
-
-
-def add_arguments(parser) -> None:
-    """The options of `highway-zoo transfer` (and `python -m training.experiments.transfer`)."""
-    parser.add_argument("--sizes", default="100,1000,4000",
-                        help="comma-separated training-set sizes (default 100,1000,4000)")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per cell (default 3)")
-    parser.add_argument("--steps", type=int, default=240,
-                        help="optimiser steps per run, the same for every size (default 240)")
-    parser.add_argument("--data-dir", help="where MNIST's files are (default: the sample)")
-    parser.add_argument("--out", default="runs/transfer",
-                        help="directory for transfer.json and transfer.png")
-
-
-def run_from_args(args) -> None:
-    """Runs the experiment the parsed options ask for; writes transfer.json and .png.
-
-    Raises:
-        ValueError: sizes that are not positive integers, or seeds or steps below 1.
-    """
-    from zoo.files import write_text
-
-    try:
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    except ValueError:
-        raise ValueError(f"--sizes takes comma-separated integers. Received: {args.sizes!r}") \
-            from None
-    if not sizes or min(sizes) < 1 or args.seeds < 1 or args.steps < 1:
-        raise ValueError("--sizes, --seeds and --steps must be positive")
-    out = Path(args.out)
-    result = run(sizes, args.seeds, args.steps, data_dir=args.data_dir)
-    write_text(out / "transfer.json", json.dumps(result, indent=2) + "\n", overwrite=True)
-    plot(result["summary"], out / "transfer.png")
-    print(transfer_table(result["summary"]))
-    print(f"wrote {out / 'transfer.json'} and {out / 'transfer.png'}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        run_from_args(args)
-    except ValueError as err:
-        parser.error(str(err))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
