@@ -2,7 +2,13 @@
 tiny budget (depths 2 and 3, 2 trials per net, 1 epoch, 500 / 200 MNIST-sample digits)."""
 
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import matplotlib.image
 import pytest
@@ -24,7 +30,7 @@ def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys)
     assert cli.main(["fig1", *TINY, "--out", str(out)]) == 0
     first = capsys.readouterr().out
     assert len(re.findall(r"^trial \d+ by tuner0: COMPLETED", first, re.M)) == 8
-    results = json.loads((out / "fig1.json").read_text())
+    results = json.loads((out / "results.json").read_text())
     assert results["complete"] and results["settings"]["epochs"] == 1
     assert results["data"]["num_train"] == 500 and "sample" in results["data"]["source"]
     cells = {(c["kind"], c["depth"]): c for c in results["cells"]}
@@ -49,7 +55,7 @@ def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys)
         assert cell["top"]["mean"] == pytest.approx(sum(finals) / 2)
         assert cell["top"]["std"] == pytest.approx(abs(finals[0] - finals[1]) / 2)
         assert cell["seconds"] > 0
-    table = (out / "fig1.md").read_text()
+    table = (out / "table.md").read_text()
     assert "500 training / 200 test images; 1 epochs per run" in table
     assert len(re.findall(r"^\| [23] \| (plain|highway) \| 2 \|", table, re.M)) == 4
     image = matplotlib.image.imread(out / "fig1.png")
@@ -61,7 +67,15 @@ def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys)
     again = capsys.readouterr().out
     assert "Resuming the search" in again and not re.findall(r"^trial \d+ by", again, re.M)
     assert _trial_files(out) == kept
-    assert json.loads((out / "fig1.json").read_text())["cells"] == results["cells"]
+    assert json.loads((out / "results.json").read_text())["cells"] == results["cells"]
+
+    # More trials: the study resumes (trials are not among its settings), one more per net.
+    assert cli.main(["fig1", *TINY, "--trials", "3", "--out", str(out)]) == 0
+    more = capsys.readouterr().out
+    assert len(re.findall(r"^trial \d+ by tuner0: COMPLETED", more, re.M)) == 4
+    assert "12 of 12 runs finished." in more
+    assert [c["trials"] for c in json.loads((out / "results.json").read_text())["cells"]] == [
+        3, 3, 3, 3]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -85,10 +99,22 @@ def test_bad_options_are_refused_in_one_line(argv, message, tmp_path, capsys):
 
 def test_other_settings_in_an_existing_directory_are_refused(tmp_path, capsys):
     out = tmp_path / "f"
-    (out / "plain_fc10").mkdir(parents=True)
-    (out / "plain_fc10" / "search.json").write_text(json.dumps({"epochs": 5}))
     assert cli.main(["fig1", "--depths", "10", "--kinds", "plain", "--out", str(out),
-                     "--epochs", "1"]) == 2
+                     "--epochs", "1", "--trials", "1", "--max-train-examples", "200",
+                     "--max-test-examples", "100"]) == 0
+    capsys.readouterr()
+    # Other epochs: the study's settings differ (more trials would resume it).
+    assert cli.main(["fig1", "--depths", "10", "--kinds", "plain", "--out", str(out),
+                     "--epochs", "2", "--trials", "1", "--max-train-examples", "200",
+                     "--max-test-examples", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a study with other settings (epochs differ" in err and err.count("\n") == 1
+    # A cell's own search keeps its settings too.
+    search = out / "plain_fc10" / "search.json"
+    search.write_text(json.dumps({**json.loads(search.read_text()), "epochs": 5}))
+    assert cli.main(["fig1", "--depths", "10", "--kinds", "plain", "--out", str(out),
+                     "--epochs", "1", "--trials", "1", "--max-train-examples", "200",
+                     "--max-test-examples", "100"]) == 2
     err = capsys.readouterr().err
     assert "holds a search with other settings" in err and err.count("\n") == 1
 
@@ -97,3 +123,62 @@ def test_cells_use_the_registered_nets_or_the_depth_override():
     assert architecture("highway", 50) == ("highway_fc50_mnist", {})
     assert architecture("plain", 100) == ("plain_fc100_mnist", {})
     assert architecture("plain", 30) == ("plain_fc10_mnist", {"depth": 30})
+
+
+def _two_reserved_ports() -> list[socket.socket]:
+    """Two consecutive free ports, each held as `tests/test_tuning.py`'s `_reserved_port` holds
+    one (SO_REUSEPORT, never listening): fig1's cell i listens on PORT + i."""
+    for _ in range(50):
+        first = socket.socket()
+        first.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        first.bind(("127.0.0.1", 0))
+        second = socket.socket()
+        second.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            second.bind(("127.0.0.1", first.getsockname()[1] + 1))
+            return [first, second]
+        except OSError:
+            first.close()
+            second.close()
+    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+
+
+@pytest.mark.slow
+def test_a_chief_and_a_worker_search_both_cells_and_the_chief_writes_the_figure(tmp_path):
+    out = tmp_path / "fig1"
+    ports = _two_reserved_ports()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERASTUNER_")}
+    env |= {"TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow",
+            "KERASTUNER_ORACLE_IP": "127.0.0.1",
+            "KERASTUNER_ORACLE_PORT": str(ports[0].getsockname()[1])}
+    command = [sys.executable, "-m", "highway_zoo", "fig1", "--depths", "2", "--trials", "2",
+               "--epochs", "1", "--max-train-examples", "500", "--max-test-examples", "200",
+               "--out", str(out)]
+    procs = {}
+    try:
+        for role in ("chief", "worker0"):
+            log = open(tmp_path / f"{role}.log", "w")  # noqa: SIM115 (closed below)
+            procs[role] = (subprocess.Popen(
+                command, env={**env, "KERASTUNER_TUNER_ID": role}, stdout=log,
+                stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent,
+                start_new_session=True), log)
+        for proc, _ in procs.values():
+            proc.wait(timeout=300)
+    finally:
+        for proc, log in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            log.close()
+        for port in ports:
+            port.close()
+    logs = {role: (tmp_path / f"{role}.log").read_text() for role in procs}
+    for role, (proc, _) in procs.items():
+        assert proc.returncode == 0, f"{role}:\n{logs[role][-3000:]}"
+    # The worker trains every trial of both cells, the chief only hands them out.
+    assert len(re.findall(r"^trial \d+ by worker0: COMPLETED", logs["worker0"], re.M)) == 4
+    assert "Worker: every cell is done" in logs["worker0"]
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and [(c["kind"], c["trials"]) for c in results["cells"]] == [
+        ("plain", 2), ("highway", 2)]
+    assert (out / "fig1.png").read_bytes()[:4] == b"\x89PNG"

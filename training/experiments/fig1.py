@@ -15,13 +15,13 @@ the last epoch's. Runs are ranked by that final loss; a run that stopped on a Na
 (TerminateOnNaN) counts as diverged and ranks last. (KerasTuner's own score, used for the
 cell's best_model, is the best epoch's loss; for a training loss the two rarely differ.)
 
-Writes, under `out` (default runs/fig1)::
+Writes, under `out` (default runs/fig1), as a `Study` (`Fig1Study`)::
 
     <kind>_fc<depth>/   one `highway-zoo tune` search directory per cell (resumable)
-    fig1.json           settings, data, and per cell: trials run, diverged, best run (its loss
+    results.json        settings, data, and per cell: trials run, diverged, best run (its loss
                         per epoch and hyperparameters), mean ± std of the top 10 final losses,
                         seconds of training; "complete" once every cell has all its trials
-    fig1.md             the table
+    table.md            the table
     fig1.png            left: best run's loss per epoch per depth (plain dashed, highway
                         solid); right: mean ± std of the top-10 final losses against depth
 
@@ -44,12 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from training.experiments.fc import architecture
-from training.experiments.study import format_table
+from training.experiments.study import Study, format_table, run_study
 from training.run_dir import RUNS_ROOT
 
 KINDS = ("plain", "highway")
 DEPTHS = (10, 20, 50, 100)
-RESULTS_FILE, TABLE_FILE, FIGURE_FILE = "fig1.json", "fig1.md", "fig1.png"
 LOSS_NOTE = ("training loss = Keras's epoch loss (mean cross-entropy over the epoch's "
              "training batches)")
 
@@ -214,6 +213,129 @@ def plot(results: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
+class Fig1Study(Study):
+    """Fig. 1 as a `training.experiments.study.Study`: a job per (kind, depth) cell, each a
+    random search (`training.tuning.tuner.search`) in its run directory.
+
+    Its settings leave out `trials` (raised on a rerun, each cell's search runs the new trials)
+    and `top` (it only summarises). Its jobs are not claimed one per process as other studies'
+    are: in a distributed search every process works on every cell, one cell after another
+    (`run_all`, `training.tuning.tuner.search_cells`)."""
+
+    name, figure_file, indent = "fig1", "fig1.png", 2
+
+    def __init__(self, depths, kinds, trials, *, epochs, top, data_dir, batch_size,
+                 max_train_examples, max_test_examples, seed):
+        self.depths, self.kinds = sorted(depths), list(kinds)
+        _check(self.depths, self.kinds, trials, epochs, top)
+        self.trials, self.epochs, self.top, self.seed = trials, epochs, top, seed
+        self.search_settings = {
+            "epochs": epochs, "batch_size": batch_size, "max_train_examples": max_train_examples,
+            "max_test_examples": max_test_examples, "seed": seed}
+        self.data_dir = None if data_dir is None else str(data_dir)
+        self.started = time.monotonic()
+        self.data: dict[str, Any] = {}  # the cells' data, as their searches record it
+
+    def settings(self) -> dict[str, Any]:
+        return {"depths": self.depths, "kinds": self.kinds, **self.search_settings}
+
+    def jobs(self, out: Path) -> list[dict[str, Any]]:
+        jobs = []
+        for depth in self.depths:
+            for kind in self.kinds:
+                name, overrides = architecture(kind, depth)
+                jobs.append({"kind": kind, "depth": depth, "architecture": name,
+                             "overrides": overrides, "trials": self.trials, "top": self.top,
+                             "search": self.search_settings, "data_dir": self.data_dir,
+                             "run_dir": str(out / cell_dir_name(kind, depth))})
+        return jobs
+
+    def label(self, job: dict[str, Any]) -> str:
+        return f"{job['kind']} depth {job['depth']}"
+
+    @staticmethod
+    def run_one(job: dict[str, Any], data: Any = None) -> dict[str, Any]:
+        """One cell's search, standalone; its summary (`summarize_cell`)."""
+        from training.tuning import tuner as tuning
+
+        tuning.search_cells([_cell(job)], **_search_arguments(job))
+        return _summary(job)
+
+    def run_all(self, jobs: Sequence[dict[str, Any]], isolate: bool):
+        from training.tuning import tuner as tuning
+
+        def announce(i: int, cell: tuning.Cell) -> None:
+            job = jobs[i]
+            override = f", depth={job['depth']}" if cell.overrides else ""
+            print(f"\n=== Fig. 1 cell {i + 1}/{len(jobs)}: {self.label(job)} ({cell.name}"
+                  f"{override}), {self.trials} "
+                  f"trials of {self.epochs} epoch(s); "
+                  f"{_minutes(time.monotonic() - self.started)} so far ===", flush=True)
+
+        searched = tuning.search_cells([_cell(job) for job in jobs], announce,
+                                       **_search_arguments(jobs[0]))
+        if searched is None:
+            print("Worker: every cell is done; the chief writes the figure.", flush=True)
+            return None
+        runs = [_summary(job) for job in jobs]
+        first = json.loads((Path(jobs[0]["run_dir"]) / tuning.SETTINGS_FILE)
+                           .read_text(encoding="utf-8"))
+        self.data = {"data": first["dataset"], "batch_size": first["batch_size"],
+                     "space": first["space"]}
+        return runs
+
+    @staticmethod
+    def progress(result: dict[str, Any]) -> str:
+        return f"{result['trials']} trials, {result['diverged']} diverged"
+
+    def summary(self, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return list(runs)
+
+    def results(self, runs, summary) -> dict[str, Any]:
+        return {
+            "settings": {"depths": self.depths, "kinds": self.kinds, "trials": self.trials,
+                         "epochs": self.epochs, "top": self.top,
+                         "batch_size": self.data["batch_size"], "seed": self.seed,
+                         "tuner": "random", "objective": "final training loss",
+                         "optimizer": "SGD with momentum, ExponentialDecay per epoch "
+                                      "(staircase)",
+                         "space": self.data["space"], "loss": LOSS_NOTE},
+            "data": self.data["data"],
+            "complete": all(c["trials"] == self.trials for c in summary),
+            "cells": list(summary),
+        }
+
+    def table(self, summary: Sequence[dict[str, Any]]) -> str:
+        results = self.results(summary, summary)
+        done = sum(c["trials"] for c in summary)
+        return (f"Data: {_data_line(results)}; {LOSS_NOTE}.\n\n{fig1_table(results)}\n\n"
+                f"{done} of {self.trials * len(summary)} runs finished"
+                f"{'.' if results['complete'] else ' (incomplete: run the same command again).'}")
+
+    def figure(self, results: dict[str, Any], out: Path) -> None:
+        plot(results, out / self.figure_file)
+
+
+def _cell(job: dict[str, Any]):
+    from training.tuning import tuner as tuning
+
+    return tuning.Cell(job["architecture"], Path(job["run_dir"]), job["overrides"])
+
+
+def _search_arguments(job: dict[str, Any]) -> dict[str, Any]:
+    """`search`'s keyword arguments for a cell of `job`'s study: the paper's space, a random
+    search of the final training loss."""
+    from training.tuning import tuner as tuning
+
+    return {"space": tuning.SearchSpace(), "tuner": "random", "max_trials": job["trials"],
+            "objective": "loss", "data_dir": job["data_dir"], **job["search"]}
+
+
+def _summary(job: dict[str, Any]) -> dict[str, Any]:
+    return summarize_cell(Path(job["run_dir"]), job["kind"], job["depth"],
+                          job["search"]["epochs"], job["top"])
+
+
 def fig1(
     depths: Sequence[int] = DEPTHS,
     kinds: Sequence[str] = KINDS,
@@ -228,64 +350,18 @@ def fig1(
     max_test_examples: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any] | None:
-    """Runs (or resumes) the search of every cell and writes fig1.json, fig1.md, fig1.png.
+    """Runs (or resumes) the search of every cell and writes results.json, table.md and
+    fig1.png under `out` (default runs/fig1).
 
     Returns the results (None in a worker process of a distributed search).
 
     Raises:
         ValueError: bad depths, kinds or counts.
-        FileExistsError: a cell's directory holds a search with other settings.
+        FileExistsError: `out` or a cell's directory holds a search with other settings.
     """
-    from training.tuning import tuner as tuning
-    from zoo.files import write_text
-
-    depths, kinds = list(depths), list(kinds)
-    _check(depths, kinds, trials, epochs, top)
-    out = Path(out) if out is not None else RUNS_ROOT / "fig1"
-    cells = [(kind, depth) for depth in sorted(depths) for kind in kinds]
-    started = time.monotonic()
-
-    def announce(i: int, cell: tuning.Cell) -> None:
-        kind, depth = cells[i]
-        print(f"\n=== Fig. 1 cell {i + 1}/{len(cells)}: {kind} depth {depth} ({cell.name}"
-              f"{f', depth={depth}' if cell.overrides else ''}), {trials} trials of {epochs} "
-              f"epoch(s); {_minutes(time.monotonic() - started)} so far ===", flush=True)
-
-    grid = []
-    for kind, depth in cells:
-        name, overrides = architecture(kind, depth)
-        grid.append(tuning.Cell(name, out / cell_dir_name(kind, depth), overrides))
-    searched = tuning.search_cells(
-        grid, announce, space=tuning.SearchSpace(), tuner="random", max_trials=trials,
-        epochs=epochs, objective="loss", data_dir=data_dir, batch_size=batch_size,
-        max_train_examples=max_train_examples, max_test_examples=max_test_examples, seed=seed)
-    if searched is None:
-        print("Worker: every cell is done; the chief writes the figure.", flush=True)
-        return None
-
-    summaries = [summarize_cell(out / cell_dir_name(k, d), k, d, epochs, top)
-                 for k, d in cells]
-    settings = json.loads((out / cell_dir_name(*cells[0]) / tuning.SETTINGS_FILE)
-                          .read_text(encoding="utf-8"))
-    results = {
-        "settings": {"depths": sorted(depths), "kinds": kinds, "trials": trials,
-                     "epochs": epochs, "top": top, "batch_size": settings["batch_size"],
-                     "seed": seed, "tuner": "random", "objective": "final training loss",
-                     "optimizer": "SGD with momentum, ExponentialDecay per epoch (staircase)",
-                     "space": settings["space"], "loss": LOSS_NOTE},
-        "data": settings["dataset"],
-        "complete": all(c["trials"] == trials for c in summaries),
-        "cells": summaries,
-    }
-    table = fig1_table(results)
-    write_text(out / RESULTS_FILE, json.dumps(results, indent=2) + "\n", overwrite=True)
-    write_text(out / TABLE_FILE, f"Data: {_data_line(results)}; {LOSS_NOTE}.\n\n{table}\n",
-               overwrite=True)
-    plot(results, out / FIGURE_FILE)
-    done = sum(c["trials"] for c in summaries)
-    print(f"\n{table}\n\nData: {_data_line(results)}; {LOSS_NOTE}.\n"
-          f"{done} of {trials * len(cells)} runs finished"
-          f"{'' if results['complete'] else ' (incomplete: run the same command again)'}. "
-          f"Wrote {out / RESULTS_FILE}, {out / TABLE_FILE} and {out / FIGURE_FILE}.",
-          flush=True)
-    return results
+    study = Fig1Study(depths, kinds, trials, epochs=epochs, top=top, data_dir=data_dir,
+                      batch_size=batch_size, max_train_examples=max_train_examples,
+                      max_test_examples=max_test_examples, seed=seed)
+    # One fixed default, so that the same command resumes and every process of a distributed
+    # search shares it.
+    return run_study(study, out or RUNS_ROOT / "fig1", isolate=False)

@@ -13,6 +13,8 @@ become a summary, a table and a figure::
     table(summary)        table.md (`format_table`)
     results(runs, summary)  results.json
     figure(results, out)  the figure, `figure_file` under `out`
+    run_all(jobs, isolate)  every job's result: `run_jobs` unless the study's processes
+                          share every job (fig1's distributed search)
 
 `run_study(study, out, isolate)` claims the directory (`claim_study_dir`), trains the jobs
 (`run_jobs`: each in its own process if `isolate`, each result kept in its run's result.json)
@@ -91,15 +93,26 @@ class Study:
     def figure(self, results: dict[str, Any], out: Path) -> None:
         raise NotImplementedError
 
+    def run_all(self, jobs: Sequence[dict[str, Any]],
+                isolate: bool) -> list[dict[str, Any]] | None:
+        """Every job's result: `run_jobs`, each job taken by one process. A study whose jobs
+        every process shares (a distributed search) replaces it, and returns None in a
+        process that only helps (a worker): the others write the results."""
+        return run_jobs(jobs, self, isolate)
 
-def run_study(study: Study, out: str | os.PathLike | None, isolate: bool) -> dict[str, Any]:
+
+def run_study(study: Study, out: str | os.PathLike | None,
+              isolate: bool) -> dict[str, Any] | None:
     """Trains (or resumes) every job of `study` in `out` (default runs/NAME-TIME); writes
-    results.json, table.md and the figure; returns the results."""
+    results.json, table.md and the figure; returns the results (None in a worker process of a
+    distributed study)."""
     from training.run_dir import default_dir
     from zoo.files import write_text
 
     out = claim_study_dir(out or default_dir(study.name), study.settings())
-    runs = run_jobs(study.jobs(out), study, isolate)
+    runs = study.run_all(study.jobs(out), isolate)
+    if runs is None:  # a worker of a distributed study
+        return None
     summary = study.summary(runs)
     table = study.table(summary)
     print()
