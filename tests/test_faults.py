@@ -55,15 +55,18 @@ def _weights(run_dir):
                                              weights=run_dir).weights]
 
 
-@pytest.mark.slow
-def test_a_run_killed_at_every_phase_boundary_ends_as_one_never_stopped(tmp_path):
+def _killed_and_resumed(train, boundaries, tmp_path) -> dict[str, str]:
+    """`train` run once undisturbed (in tmp_path/reference) and, beside it, in tmp_path/run:
+    SIGKILLed at each boundary in turn (each checked to leave the run resumable from the
+    iteration given), then run to its end. The killed processes' output by boundary."""
     reference = subprocess.Popen(
-        [sys.executable, "-m", "highway_zoo", *TRAIN, "--out", str(tmp_path / "reference")],
+        [sys.executable, "-m", "highway_zoo", *train, "--out", str(tmp_path / "reference")],
         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     run_dir = tmp_path / "run"
-    command = [*TRAIN, "--out", str(run_dir)]
+    command = [*train, "--out", str(run_dir)]
     pointer = run_dir / "checkpoint" / "checkpoint.json"
-    for boundary, resumes_from in BOUNDARIES:
+    outputs = {}
+    for boundary, resumes_from in boundaries:
         # A SIGKILLed process cannot remove its temporary files (Keras's saving makes a
         # directory there): they go to the test's own directory, not the suite's.
         killed = subprocess.run(
@@ -74,14 +77,21 @@ def test_a_run_killed_at_every_phase_boundary_ends_as_one_never_stopped(tmp_path
         assert _read(run_dir / "run.json")["status"] == "running", boundary
         if resumes_from is not None:
             assert _read(pointer)["iterations"] == resumes_from, boundary
-        if boundary == "during-final-save":  # resumed after the last epoch's checkpoint
-            assert ("(end of epoch 3, iteration 60): all 3 epochs are trained; writing the "
-                    "final files.") in killed.stdout
+        outputs[boundary] = killed.stdout
     resumed = subprocess.run([sys.executable, "-m", "highway_zoo", *command], env=ENV,
                              capture_output=True, text=True, timeout=TIMEOUT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert reference.wait(TIMEOUT) == 0, reference.stderr.read()[-3000:]
+    return outputs
 
+
+@pytest.mark.slow
+def test_a_run_killed_at_every_phase_boundary_ends_as_one_never_stopped(tmp_path):
+    outputs = _killed_and_resumed(TRAIN, BOUNDARIES, tmp_path)
+    # Resumed after the last epoch's checkpoint:
+    assert ("(end of epoch 3, iteration 60): all 3 epochs are trained; writing the final "
+            "files.") in outputs["during-final-save"]
+    run_dir = tmp_path / "run"
     run = _read(run_dir / "run.json")
     assert run["status"] == "finished" and len(run["resumed"]) == len(BOUNDARIES)
     for got, want in zip(_weights(run_dir), _weights(tmp_path / "reference"), strict=True):
@@ -129,27 +139,8 @@ def test_a_language_model_killed_at_every_phase_boundary_ends_as_one_never_stopp
     from test_char_lm import write_corpus
 
     corpus = write_corpus(tmp_path / "corpus")
-    train = [*TRAIN_LM, "--corpus", str(corpus)]
-    reference = subprocess.Popen(
-        [sys.executable, "-m", "highway_zoo", *train, "--out", str(tmp_path / "reference")],
-        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _killed_and_resumed([*TRAIN_LM, "--corpus", str(corpus)], LM_BOUNDARIES, tmp_path)
     run_dir = tmp_path / "run"
-    command = [*train, "--out", str(run_dir)]
-    pointer = run_dir / "checkpoint" / "checkpoint.json"
-    for boundary, resumes_from in LM_BOUNDARIES:
-        killed = subprocess.run(
-            [sys.executable, str(HERE / "fault_injection.py"), boundary, "--", *command],
-            env={**ENV, "TMPDIR": str(tmp_path)}, capture_output=True, text=True,
-            timeout=TIMEOUT)
-        assert killed.returncode == -signal.SIGKILL, (boundary, killed.stderr[-2000:])
-        assert _read(run_dir / "run.json")["status"] == "running", boundary
-        if resumes_from is not None:
-            assert _read(pointer)["iterations"] == resumes_from, boundary
-    resumed = subprocess.run([sys.executable, "-m", "highway_zoo", *command], env=ENV,
-                             capture_output=True, text=True, timeout=TIMEOUT)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert reference.wait(TIMEOUT) == 0, reference.stderr.read()[-3000:]
-
     run = _read(run_dir / "run.json")
     assert run["status"] == "finished" and len(run["resumed"]) == len(LM_BOUNDARIES)
     assert run["task"] == "language_model" and "phases_s" in run["timeline"]
@@ -221,6 +212,7 @@ def _fill_the_disk_with_a_run(run_dir, capsys):
     assert len(err.strip().splitlines()) == 1
     assert err.startswith(f"highway-zoo train: error: Could not write the checkpoint of "
                           f"iteration 8 in {run_dir / 'checkpoint'}: No space left on device")
+    assert "; there is no checkpoint yet. Free some space" in err  # the first one failed
     assert "run the same command again to resume" in err
     assert _read(run_dir / "run.json")["status"] == "running"
     # No temporary file, no half-written checkpoint.
@@ -316,7 +308,7 @@ def test_a_disk_too_full_for_the_final_weights_is_refused_before_hdf5_writes(tmp
         last = failed.stderr.strip().splitlines()[-1]
         assert last.startswith(f"highway-zoo train: error: Not enough space in {run_dir} for "
                                "the final weights: about ")
-        assert "The last checkpoint (end of epoch 1, iteration 8) stays" in last
+        assert "the last checkpoint (end of epoch 1, iteration 8) stays" in last
         assert not (run_dir / "model.weights.h5").exists()
         (disk / "filler").unlink()  # space freed: the same command finishes the run
         finished = subprocess.run(command, env=ENV, capture_output=True, text=True,

@@ -83,18 +83,21 @@ class Checkpoints:
                        overwrite=True)
         except OSError as err:
             (self.directory / record["file"]).unlink(missing_ok=True)
-            previous = self.latest()
-            kept = (f"the previous checkpoint ({position_of(previous)}) stays" if previous
-                    else "no checkpoint was kept")
             raise RunWriteError(
                 f"Could not write the checkpoint of iteration {iterations} in "
-                f"{self.directory}: {err.strerror or err}; {kept}. Free some space (or fix the "
-                "directory), then run the same command again to resume."
+                f"{self.directory}: {err.strerror or err}; {self.what_stays()}. Free some "
+                "space (or fix the directory), then run the same command again to resume."
             ) from err
         self._kept = [*self._kept, record["file"]][-self.keep:]
         for old in self.directory.glob("ckpt-*"):
             if old.name not in self._kept:  # older ones, or newer ones not agreed on
                 old.unlink(missing_ok=True)
+
+    def what_stays(self) -> str:
+        """What a run refused a write keeps, for its one-line error."""
+        latest = self.latest()
+        return (f"the last checkpoint ({position_of(latest)}) stays" if latest
+                else "there is no checkpoint yet")
 
     def restore(self, model: keras.Model, iterations: int) -> dict[str, Any]:
         """Loads the checkpoint of `iterations` into the compiled `model`; its record."""

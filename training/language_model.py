@@ -287,7 +287,9 @@ class TimeSummedCrossentropy(keras.losses.Loss):
         return {**super().get_config(), "from_logits": self.from_logits}
 
 
-def _compiled(settings: LanguageModelSettings) -> keras.Model:
+def compiled_model(settings: LanguageModelSettings) -> keras.Model:
+    """The run's net, seeded, loaded and compiled with its recipe (SGD, Kim's clip, the
+    time-summed loss), as the run trains it."""
     keras.utils.set_random_seed(settings.seed)
     weights = settings.weights and settings.weights["source"]
     model = zoo.load(settings.name, weights=weights, **settings.training_overrides())
@@ -348,7 +350,7 @@ class LanguageModelTask(Task):
         self.validation_data = lm.valid
 
     def compile(self) -> keras.Model:
-        return _compiled(self.lm)
+        return compiled_model(self.lm)
 
     def record(self, model: keras.Model) -> dict[str, Any]:
         return {"task": "language_model", "metadata": model.metadata}

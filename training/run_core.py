@@ -353,11 +353,8 @@ def _check_space_for_final_files(run_dir: RunDir, model: keras.Model,
                  for w in model.weights) + (256 << 10)
     free = shutil.disk_usage(run_dir.path).free
     if free < needed:
-        latest = checkpoints.latest()
-        kept = (f"The last checkpoint ({position_of(latest)}) stays" if latest
-                else "Nothing is lost")
         raise RunWriteError(
             f"Not enough space in {run_dir} for the final weights: about {needed / 1e6:.2f} MB "
-            f"needed, {free / 1e6:.2f} MB free. {kept}: free some space, then run the same "
-            "command again to finish."
+            f"needed, {free / 1e6:.2f} MB free; {checkpoints.what_stays()}. Free some space, "
+            "then run the same command again to finish."
         )

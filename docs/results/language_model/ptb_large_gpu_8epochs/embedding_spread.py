@@ -16,7 +16,7 @@ import json
 import keras
 import numpy as np
 
-from training.language_model import _compiled, settle
+from training.language_model import compiled_model, settle
 
 READ_AFTER = (0, 1, 2, 3, 5, 10, 20, 40, 60, 100, 150)
 
@@ -33,7 +33,7 @@ def main() -> None:
     if args.highway_layers:
         overrides["highway_layers"] = args.highway_layers
     settings = settle(args.model, args.corpus, **overrides)
-    model = _compiled(settings)
+    model = compiled_model(settings)
     embedder = keras.Model(model.inputs, model.get_layer("embedder").output)
     x, y = settings.train
     batch = settings.recipe["batch_size"]
