@@ -166,6 +166,29 @@ def test_short_training_lowers_validation_perplexity(trained, corpus):
     assert logged == pytest.approx([e["val_perplexity"] for e in history], rel=1e-6)
 
 
+def test_a_run_writes_its_embedders_gates_each_epoch(trained, corpus):
+    from test_token_gates import _numpy_gates
+
+    from training.language_model import GATE_SAMPLE_WORDS
+
+    out, _ = trained
+    sample = load_corpus(corpus).valid.chars[:GATE_SAMPLE_WORDS]
+    expected = _numpy_gates(zoo.load(str(out)), sample)  # the trained weights, in NumPy
+    gates = json.loads((out / "gates.json").read_text())
+    assert gates["layers"] == ["highway_1"] and gates["examples"] == len(sample)
+    assert [e["epoch"] for e in gates["epochs"]] == [0, 1, 2, 3]  # 0: before training
+    last = gates["epochs"][-1]
+    assert last["mean_t"][0] == pytest.approx(expected.mean(), abs=2e-6)
+    assert last["std_t"][0] == pytest.approx(expected.std(), abs=2e-6)
+    events = EventAccumulator(str(out / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    means = events.Tensors("mean_transform_gate/highway_1")
+    assert [e.step for e in means] == [0, 1, 2, 3]
+    assert float(tensor_util.make_ndarray(means[-1].tensor_proto)) == pytest.approx(
+        expected.mean(), abs=2e-6)
+    assert "gates/mean_T_heatmap" in events.Tags()["tensors"]
+
+
 def _numpy_stream_loss(logits, targets):
     logits = logits - logits.max(axis=-1, keepdims=True)
     log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
@@ -253,14 +276,14 @@ def _as_an_earlier_version_left_it(corpus, out):
     `epoch-<k>.keras` (Keras's archive of the compiled stateful net and its optimizer after
     epoch k, 0-based) and latest.json (k, the next epoch's learning rate, the file)."""
     from training.checkpoints import Checkpoints
-    from training.language_model import _compiled, epoch_learning_rate, settle
+    from training.language_model import compiled_model, epoch_learning_rate, settle
 
     settings = settle(SMALL, corpus, **{k: v for k, v in RESUMED.items() if k != "verbose"})
     run = json.loads((out / "run.json").read_text())
     directory = out / "checkpoint"
     checkpoints = Checkpoints(directory, run["steps_per_epoch"])
     latest = checkpoints.latest()
-    model = _compiled(settings)
+    model = compiled_model(settings)
     checkpoints.restore(model, latest["iterations"])
     epoch = latest["epoch"] - 1
     model.save(directory / f"epoch-{epoch}.keras")
@@ -332,6 +355,9 @@ def test_lm_variants_study_end_to_end(corpus, tmp_path):
             metrics["test_perplexity"]
         built = zoo.load(str(out / f"{run['variant']}_seed0"))
         assert run["params"] == built.count_params()
+        # Gate summaries where the variant learns T: Coupled's, not Residual's.
+        assert (out / f"{run['variant']}_seed0" / "gates.json").exists() == (
+            run["variant"] == "coupled")
     table = (out / "table.md").read_text()
     assert "| residual | 2 |" in table and "91.32" in table
     assert (out / "perplexity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

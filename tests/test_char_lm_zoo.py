@@ -117,14 +117,14 @@ def test_include_top_false_is_the_embedders_output(run, corpus):
 def test_fine_tuning_goes_on_from_the_run_on_another_text(run, corpus, tmp_path):
     """Another text of the same words, read with the run's ids: training starts from the
     run's weights (stateful, as train_lm trains) and ends with a preset like the run's."""
-    from training.language_model import _compiled, settle
+    from training.language_model import compiled_model, settle
 
     other = write_corpus(tmp_path / "other", lines=(100, 30, 30), seed=5)
     assert load_corpus(other).words != load_corpus(corpus).words  # other ids on its own
     base = zoo.load(str(run))
     settings = settle(SMALL, other, weights=str(run), recipe="quick", recipe_overrides=QUICK)
     assert settings.corpus.words == tuple(base.vocabulary["words"])
-    start = _compiled(settings)
+    start = compiled_model(settings)
     assert [layer.stateful for layer in start.layers if "lstm" in layer.name] == [True, True]
     for a, b in zip(trained_weights(start), base.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)

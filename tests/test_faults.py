@@ -159,6 +159,10 @@ def test_a_language_model_killed_at_every_phase_boundary_ends_as_one_never_stopp
     files = _files(run_dir)
     assert files == _files(tmp_path / "reference")
     assert not [f for f in files if f.startswith((".", "checkpoint"))], files
+    # The gates of every epoch, the untrained net's included, as the run never stopped.
+    gates = _read(run_dir / "gates.json")
+    assert [e["epoch"] for e in gates["epochs"]] == [0, 1, 2, 3]
+    assert gates == _read(tmp_path / "reference" / "gates.json")
 
 
 def test_ctrl_c_stops_a_run_in_one_line_and_the_same_command_resumes_it(tmp_path):

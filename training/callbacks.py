@@ -311,6 +311,46 @@ class GateSummaries(keras.callbacks.Callback):
             self._write_fig2()
 
 
+class WordGateSummaries(GateSummaries):
+    """`GateSummaries` for a character-aware language model: the T of its embedder's highway
+    layers (`zoo.analysis.tokens.embedder_gates`) on a fixed sample of words, each a row of
+    character ids (by convention the validation text's first tokens, so frequent words count
+    as often as the text has them). The same tags, heatmap and gates.json as an image run;
+    no Fig. 2, which is drawn for images. Variants without a learned T (c_only, residual,
+    plain, the static skips) get none, as a plain image net."""
+
+    def __init__(self, log_dir: str | os.PathLike, words: np.ndarray,
+                 gates_file: str | os.PathLike | None = "auto"):
+        super().__init__(log_dir, words, examples=len(words), gates_file=gates_file)
+
+    def _prepare(self) -> bool:
+        from zoo.analysis.tokens import char_embedder, gate_of
+
+        if self._probe is None:
+            embedder = char_embedder(self.model)
+            self._layers = [layer for layer in embedder.highways
+                            if gate_of(layer.variant) == "T"]
+            if not self._layers:
+                return False
+            self._probe = embedder
+            self._images = np.asarray(self.sample_batch, np.int32)
+        if self._writer is None:
+            self._writer = EventWriter(self.log_dir)
+        return True
+
+    def _gates(self) -> tuple[list[dict[str, Any]], None]:
+        from zoo.analysis.tokens import embedder_gates
+
+        t = embedder_gates(self._probe, self._images)  # [words, layers, units]
+        return [{"name": layer.name, "t": t[:, i], "unit_mean": t[:, i].mean(axis=0),
+                 "bias": bias}
+                for i, (layer, bias) in enumerate(zip(self._layers,
+                                                      transform_biases(self._layers)))], None
+
+    def _write_fig2(self) -> None:
+        pass
+
+
 class ProgressBar(keras.callbacks.ProgbarLogger):
     """Keras's progress bar, `async_safe`: where Keras runs the batch hooks in a thread pool
     (every batch hook of the run's callbacks says it may), the bar is updated under a lock

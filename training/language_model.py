@@ -20,7 +20,10 @@ directory, with perplexities::
                       validation split), learning_rate, seconds, tokens_per_second
     checkpoint/       the latest checkpoint while the run is going (`training.checkpoints`:
                       weights, carried LSTM states, dropout seeds, optimizer state)
-    tensorboard/      perplexities, losses and the learning rate per epoch
+    tensorboard/      perplexities, losses and the learning rate per epoch; the
+                      embedder's transform gates on the validation text's first
+                      `GATE_SAMPLE_WORDS` words (`training.callbacks.WordGateSummaries`)
+    gates.json        those gates' mean, std and b_T by epoch (variants with a learned T)
     model.json, model.weights.h5(.sha256), README.md
                       the trained net as a preset: `zoo.load(RUN_DIR)` gives it stateless
                       (any batch, any length), with its vocabularies in model.json
@@ -47,6 +50,7 @@ import numpy as np
 
 import zoo
 from training import timeline
+from training.callbacks import WordGateSummaries
 from training.checkpoints import Checkpoints, trained_iterations
 from training.data.text import Corpus, bptt_batches, load_corpus
 from training.recipes import get_recipe, recipe_name
@@ -57,6 +61,9 @@ from training.summaries import EventWriter
 from zoo.char_lm import set_trained_weights, trained_weights
 
 tensorflow_on_demand.install()
+
+# The words WordGateSummaries reads the gates on: the validation text's first ones.
+GATE_SAMPLE_WORDS = 1000
 
 __all__ = ["KimPlateau", "LanguageModelSettings", "LanguageModelTask", "PerTokenLogs",
            "ReseedDropout", "ResetStates", "epoch_learning_rate", "next_learning_rate",
@@ -209,7 +216,8 @@ def _fine_tuning(name: str, weights, overrides: dict[str, Any]):
 
 
 def train_lm(name: str, corpus: str | os.PathLike | Corpus, *, out: str | os.PathLike | None = None,
-             verbose: int = 1, tensorboard: bool = True, **kwargs: Any) -> dict[str, Any]:
+             verbose: int = 1, tensorboard: bool = True, gate_summaries: bool = True,
+             **kwargs: Any) -> dict[str, Any]:
     """Trains language model `name` on a Mikolov-format corpus; writes (or resumes) a run.
 
     Args:
@@ -221,6 +229,8 @@ def train_lm(name: str, corpus: str | os.PathLike | Corpus, *, out: str | os.Pat
         verbose: Keras's progress: 1 a bar (each epoch's line with its perplexities), 2 one
             line per epoch, 0 none; the test perplexity is printed unless 0.
         tensorboard: write per-epoch scalars to `out/tensorboard`.
+        gate_summaries: with `tensorboard`, also the embedder's transform gates on the
+            validation text's first words, and gates.json (`WordGateSummaries`).
         **kwargs: `recipe`, `epochs`, `batch_size`, `learning_rate`, `recipe_overrides`,
             `seed`, `max_train_tokens` (train on the first N tokens only),
             `checkpoint_every` (also checkpoint every N steps), `weights` (a
@@ -238,7 +248,7 @@ def train_lm(name: str, corpus: str | os.PathLike | Corpus, *, out: str | os.Pat
     clock.lap("data")
     base = RunDir(out) if out is not None else RunDir.default(name)
     task = LanguageModelTask(settings, base, verbose=verbose, tensorboard=tensorboard,
-                             checkpoint_every=checkpoint_every)
+                             gate_summaries=gate_summaries, checkpoint_every=checkpoint_every)
     metrics = run(task, base, clock)
     if verbose:
         print(f"Test perplexity {metrics['test_perplexity']:.2f} (validation "
@@ -338,8 +348,10 @@ class LanguageModelTask(Task):
     the end."""
 
     def __init__(self, lm: LanguageModelSettings, run_dir: RunDir, *, verbose: int | str = 1,
-                 tensorboard: bool = True, checkpoint_every: int | None = None):
+                 tensorboard: bool = True, gate_summaries: bool = True,
+                 checkpoint_every: int | None = None):
         self.lm = lm
+        self.gate_summaries = tensorboard and gate_summaries
         strategy = distribute.make_strategy("default")  # one device
         scalars = (EpochScalars(run_dir.tensorboard_dir),) if tensorboard else ()
         self.settings = RunSettings(
@@ -362,9 +374,13 @@ class LanguageModelTask(Task):
 
     def callbacks(self, run_dir: RunDir, history: list[dict]) -> list[keras.callbacks.Callback]:
         recipe, steps = self.lm.recipe, self.settings.steps_per_epoch
-        return [ResetStates(steps), ReseedDropout(self.lm.seed, steps),
-                KimPlateau(recipe, history),
-                PerTokenLogs(recipe["bptt_steps"], recipe["batch_size"])]
+        callbacks = [ResetStates(steps), ReseedDropout(self.lm.seed, steps),
+                     KimPlateau(recipe, history),
+                     PerTokenLogs(recipe["bptt_steps"], recipe["batch_size"])]
+        if self.gate_summaries:  # before the checkpoint: an epoch saved has its summaries
+            callbacks.append(WordGateSummaries(
+                run_dir.tensorboard_dir, self.lm.corpus.valid.chars[:GATE_SAMPLE_WORDS]))
+        return callbacks
 
     def history_entry(self, epoch: int, logs: dict[str, float]) -> dict[str, Any]:
         return {"epoch": epoch, **logs}  # 0-based, as the language models number them

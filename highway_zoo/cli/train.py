@@ -138,7 +138,7 @@ def _train_language_model(args) -> dict:
     return train_lm(args.name, args.corpus, out=args.out, seed=args.seed, recipe=args.recipe,
                     recipe_overrides=recipe_overrides(args),
                     max_train_tokens=args.max_train_tokens, weights=args.weights,
-                    checkpoint_every=args.checkpoint_every,
+                    checkpoint_every=args.checkpoint_every, gate_summaries=args.gate_summaries,
                     verbose=args.verbose if args.verbose == "auto" else int(args.verbose),
                     **lm_overrides)
 
