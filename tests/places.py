@@ -59,3 +59,54 @@ def free_ports(n: int) -> list[int]:
     for s in sockets:
         s.close()
     return ports
+
+
+def reserved_ports(n: int = 1) -> list[socket.socket]:
+    """`n` consecutive ports on 127.0.0.1, each held by a socket bound with SO_REUSEPORT and
+    kept open (close them when done): KerasTuner's gRPC oracle (SO_REUSEPORT by default) binds
+    the same port beside it, while no other process can take it meanwhile. Only listening
+    sockets take connections, so these never answer. Consecutive: fig1's cell i listens on
+    PORT + i."""
+    for _ in range(50):
+        held = []
+        try:
+            for i in range(n):
+                s = socket.socket()
+                held.append(s)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                s.bind(("127.0.0.1", held[0].getsockname()[1] + i if i else 0))
+            return held
+        except OSError:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1")
+
+
+def run_together(commands: dict[str, list[str]], envs: dict[str, dict[str, str]],
+                 logs: Path, timeout: float, cwd: Path,
+                 head_start: float = 0.0) -> dict[str, tuple[int, str]]:
+    """Starts every command (the first `head_start` seconds before the others; `envs[name]`
+    its environment, its output in `logs/NAME.log`), waits for all (SIGKILLing what still
+    runs after `timeout` seconds in all); each one's exit status and output by name."""
+    import time
+
+    procs = {}
+    try:
+        for name, command in commands.items():
+            log = open(logs / f"{name}.log", "w")  # noqa: SIM115 (closed below)
+            procs[name] = (subprocess.Popen(command, env=envs[name], stdout=log,
+                                            stderr=subprocess.STDOUT, cwd=cwd,
+                                            start_new_session=True), log)
+            if len(procs) == 1:
+                time.sleep(head_start)
+        deadline = time.monotonic() + timeout
+        for proc, _ in procs.values():
+            proc.wait(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        for proc, log in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+            log.close()
+    return {name: (proc.returncode, (logs / f"{name}.log").read_text())
+            for name, (proc, _) in procs.items()}

@@ -4,14 +4,12 @@ tiny budget (depths 2 and 3, 2 trials per net, 1 epoch, 500 / 200 MNIST-sample d
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import matplotlib.image
 import pytest
+from places import reserved_ports, run_together
 
 from highway_zoo import cli
 from training.experiments.fc import architecture
@@ -125,28 +123,10 @@ def test_cells_use_the_registered_nets_or_the_depth_override():
     assert architecture("plain", 30) == ("plain_fc10_mnist", {"depth": 30})
 
 
-def _two_reserved_ports() -> list[socket.socket]:
-    """Two consecutive free ports, each held as `tests/test_tuning.py`'s `_reserved_port` holds
-    one (SO_REUSEPORT, never listening): fig1's cell i listens on PORT + i."""
-    for _ in range(50):
-        first = socket.socket()
-        first.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        first.bind(("127.0.0.1", 0))
-        second = socket.socket()
-        second.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:
-            second.bind(("127.0.0.1", first.getsockname()[1] + 1))
-            return [first, second]
-        except OSError:
-            first.close()
-            second.close()
-    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
-
-
 @pytest.mark.slow
 def test_a_chief_and_a_worker_search_both_cells_and_the_chief_writes_the_figure(tmp_path):
     out = tmp_path / "fig1"
-    ports = _two_reserved_ports()
+    ports = reserved_ports(2)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERASTUNER_")}
     env |= {"TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow",
             "KERASTUNER_ORACLE_IP": "127.0.0.1",
@@ -154,27 +134,16 @@ def test_a_chief_and_a_worker_search_both_cells_and_the_chief_writes_the_figure(
     command = [sys.executable, "-m", "highway_zoo", "fig1", "--depths", "2", "--trials", "2",
                "--epochs", "1", "--max-train-examples", "500", "--max-test-examples", "200",
                "--out", str(out)]
-    procs = {}
     try:
-        for role in ("chief", "worker0"):
-            log = open(tmp_path / f"{role}.log", "w")  # noqa: SIM115 (closed below)
-            procs[role] = (subprocess.Popen(
-                command, env={**env, "KERASTUNER_TUNER_ID": role}, stdout=log,
-                stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent,
-                start_new_session=True), log)
-        for proc, _ in procs.values():
-            proc.wait(timeout=300)
+        done = run_together(dict.fromkeys(("chief", "worker0"), command),
+                            {r: {**env, "KERASTUNER_TUNER_ID": r} for r in ("chief", "worker0")},
+                            tmp_path, 300, Path(__file__).parent.parent)
     finally:
-        for proc, log in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            log.close()
         for port in ports:
             port.close()
-    logs = {role: (tmp_path / f"{role}.log").read_text() for role in procs}
-    for role, (proc, _) in procs.items():
-        assert proc.returncode == 0, f"{role}:\n{logs[role][-3000:]}"
+    logs = {role: log for role, (_, log) in done.items()}
+    for role, (code, log) in done.items():
+        assert code == 0, f"{role}:\n{log[-3000:]}"
     # The worker trains every trial of both cells, the chief only hands them out.
     assert len(re.findall(r"^trial \d+ by worker0: COMPLETED", logs["worker0"], re.M)) == 4
     assert "Worker: every cell is done" in logs["worker0"]

@@ -3,8 +3,6 @@
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +11,7 @@ from pathlib import Path
 import keras_tuner
 import numpy as np
 import pytest
+from places import reserved_ports, run_together
 
 import zoo
 from highway_zoo import cli
@@ -209,16 +208,6 @@ def test_a_killed_search_resumes_keeping_finished_trials(tmp_path):
     assert _trial_ids(out) == ["0", "1", "2"]
 
 
-def _reserved_port() -> socket.socket:
-    """A socket bound to a free port with SO_REUSEPORT and kept open: the chief's gRPC server
-    (SO_REUSEPORT by default) binds the same port beside it, while no other process can take
-    the port meanwhile. Only listening sockets take connections, so it never answers."""
-    reserved = socket.socket()
-    reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    reserved.bind(("127.0.0.1", 0))
-    return reserved
-
-
 def test_a_process_reads_its_role_from_kerastuners_variables(monkeypatch):
     from training.tuning.tuner import _role
 
@@ -239,33 +228,23 @@ def test_a_process_reads_its_role_from_kerastuners_variables(monkeypatch):
 @pytest.mark.slow
 def test_chief_and_two_workers_share_the_trials(tmp_path):
     out = tmp_path / "distributed"
-    reserved = _reserved_port()
+    (reserved,) = reserved_ports(1)
     port = str(reserved.getsockname()[1])
-    procs = {}
+    roles = ("chief", "worker0", "worker1")
+    command = [sys.executable, "-m", "highway_zoo", "tune", NAME, *TINY, "--max-trials", "4",
+               "--out", str(out)]
     try:
-        for tuner_id in ("chief", "worker0", "worker1"):
-            env = {**ENV, "KERASTUNER_TUNER_ID": tuner_id, "KERASTUNER_ORACLE_IP": "127.0.0.1",
-                   "KERASTUNER_ORACLE_PORT": port}
-            log = open(tmp_path / f"{tuner_id}.log", "w")  # noqa: SIM115 (closed below)
-            procs[tuner_id] = (subprocess.Popen(
-                [sys.executable, "-m", "highway_zoo", "tune", NAME, *TINY, "--max-trials",
-                 "4", "--out", str(out)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                cwd=Path(__file__).parent.parent, start_new_session=True), log)
-            if tuner_id == "chief":
-                time.sleep(2)  # the chief writes search.json before the workers read it
-        deadline = time.monotonic() + TIMEOUT
-        for proc, _ in procs.values():
-            proc.wait(timeout=max(1, deadline - time.monotonic()))
+        # The chief writes search.json before the workers read it: a head start.
+        done = run_together(
+            dict.fromkeys(roles, command),
+            {r: {**ENV, "KERASTUNER_TUNER_ID": r, "KERASTUNER_ORACLE_IP": "127.0.0.1",
+                 "KERASTUNER_ORACLE_PORT": port} for r in roles},
+            tmp_path, TIMEOUT, Path(__file__).parent.parent, head_start=2)
     finally:
-        for proc, log in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            log.close()
         reserved.close()
-    logs = {t: (tmp_path / f"{t}.log").read_text() for t in procs}
-    for tuner_id, (proc, _) in procs.items():
-        assert proc.returncode == 0, f"{tuner_id}:\n{logs[tuner_id][-3000:]}"
+    logs = {role: log for role, (_, log) in done.items()}
+    for role, (code, log) in done.items():
+        assert code == 0, f"{role}:\n{log[-3000:]}"
     ran = {t: re.findall(r"^trial (\d+) by " + t + ":", logs[t], re.M)
            for t in ("worker0", "worker1")}
     assert all(ran.values()), ran  # both workers ran trials

@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from training.data import load_dataset
 from training.experiments.fc import architecture
 from training.experiments.study import Study, format_table, run_study
 from training.run_dir import RUNS_ROOT
@@ -233,6 +234,9 @@ class Fig1Study(Study):
             "epochs": epochs, "batch_size": batch_size, "max_train_examples": max_train_examples,
             "max_test_examples": max_test_examples, "seed": seed}
         self.data_dir = None if data_dir is None else str(data_dir)
+        # Found (or refused) before the directory is claimed: a refusal leaves nothing behind.
+        # Each cell's search loads it again, as its own process in a distributed search must.
+        load_dataset("mnist", data_dir)
         self.started = time.monotonic()
         self.data: dict[str, Any] = {}  # the cells' data, as their searches record it
 
