@@ -22,7 +22,7 @@ from typing import Any
 from zoo.recipes import RECIPES
 
 # Provenance tags of ../shared/specs/architectures.md, and COMBINED for the named gated-skip
-# nets (issue 31: a later paper's skip form in one of the zoo's nets).
+# nets (a later paper's skip form in one of the zoo's nets).
 PROVENANCE = {
     "CODE": "read from the authors' released code (their Caffe files; Kim et al.'s Torch code "
     "for the language models)",
