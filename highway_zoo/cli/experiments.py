@@ -263,6 +263,14 @@ def _pretrain_arguments(p) -> None:
                    help=f"the runs' directory, kept for resuming (default {WORK_DIR})")
     p.add_argument("--language-model", nargs=2, metavar=("NAME", "RUN_DIR"),
                    help="ship a finished language-model run of NAME instead of training")
+    p.add_argument("--float16", action="store_true",
+                   help="with --language-model: store the weights as float16 (half the bytes); "
+                        "their test perplexity is measured again on --corpus")
+    p.add_argument("--corpus", metavar="DIR",
+                   help="with --float16: the run's corpus (`highway-zoo prepare-text`'s)")
+    p.add_argument("--trained-on", metavar="TEXT",
+                   help="with --language-model: the machine the run trained on, for the index "
+                        "(default: this one)")
 
 
 def pretrain(args) -> None:

@@ -148,9 +148,50 @@ def _train_command(name: str, record: dict) -> str:
             f"# PTB_DIR: `highway-zoo prepare-text ptb`'s")
 
 
-def ship_language_model(name: str, run: str | Path) -> dict:
+def float16_copy(source: str | Path, target: str | Path) -> None:
+    """Copies the Keras `.weights.h5` at `source` to `target` with its float32 arrays stored
+    as float16: half the bytes (LSTM-Char-Large's 78 MB in 39), for weights a repository
+    carries. Keras casts each array to its variable's dtype when it loads the file."""
+    import h5py
+    import numpy as np
+
+    def copy(src, dst):
+        dst.attrs.update(src.attrs)
+        for key, item in src.items():
+            if isinstance(item, h5py.Group):
+                copy(item, dst.create_group(key))
+            else:
+                data = item[()]
+                if getattr(data, "dtype", None) == np.float32:
+                    data = data.astype(np.float16)
+                dst.create_dataset(key, data=data).attrs.update(item.attrs)
+
+    with atomic_path(target, overwrite=True) as tmp:
+        with h5py.File(source, "r") as src, h5py.File(tmp, "w") as dst:
+            copy(src, dst)
+
+
+def _stored_test_perplexity(name: str, record: dict, model, corpus) -> float:
+    """Kim's test perplexity of `model`'s weights as they are now (after a float16 round
+    trip), on `corpus`, which must be the run's text (its sha256s are checked)."""
+    from training.language_model import perplexity, settle, stream_loss
+    from zoo.char_lm import trained_weights
+
+    settings = settle(name, corpus, recipe=record["recipe"]["name"], seed=record["seed"],
+                      **record["overrides"])
+    if settings.corpus_record.get("sha256") != record["dataset"].get("sha256"):
+        raise ValueError(f"The corpus {corpus} is not the text the run was trained on "
+                         "(their sha256s differ). Pass the run's corpus with --corpus.")
+    return perplexity(stream_loss(settings, trained_weights(model)))
+
+
+def ship_language_model(name: str, run: str | Path, *, float16: bool = False,
+                        corpus: str | Path | None = None,
+                        trained_on: str | None = None) -> dict:
     """The index record of a finished language-model run, its weights and vocabulary copied
-    into the package."""
+    into the package. `float16` stores the weights at half precision; their test perplexity
+    is then measured again on `corpus` (the run's text), and the run's own is kept beside it.
+    `trained_on` names the machine the run trained on (default: this one)."""
     import keras
 
     import zoo
@@ -160,11 +201,23 @@ def ship_language_model(name: str, run: str | Path) -> dict:
     if record.get("status") != "finished" or record.get("architecture") != name:
         raise ValueError(f"{run} is not a finished run of {name} (status "
                          f"{record.get('status')!r}, architecture {record.get('architecture')!r}).")
+    if float16 and corpus is None:
+        raise ValueError("Shipping float16 weights measures their test perplexity again: "
+                         "pass the run's corpus with --corpus DIR.")
     model = zoo.load(str(run_dir.path))
     metrics, history = run_dir.read_metrics(), run_dir.read_history()
     target = pretrained.PACKAGE_DIR / f"{name}.weights.h5"
-    with atomic_path(target, overwrite=True) as tmp_target:
-        shutil.copyfile(run_dir.weights_file, tmp_target)
+    stored = {}
+    if float16:
+        float16_copy(run_dir.weights_file, target)
+        model.load_weights(target)  # the net as a user gets it
+        stored = {"stored_dtype": "float16",
+                  "run_test_perplexity": round(metrics["test_perplexity"], 2),
+                  "test_perplexity": round(
+                      _stored_test_perplexity(name, record, model, corpus), 2)}
+    else:
+        with atomic_path(target, overwrite=True) as tmp_target:
+            shutil.copyfile(run_dir.weights_file, tmp_target)
     words = pretrained.PACKAGE_DIR / f"{name}.vocabulary.json"
     write_text(words, json.dumps(model.vocabulary) + "\n", overwrite=True)
     return {
@@ -190,10 +243,11 @@ def ship_language_model(name: str, run: str | Path) -> dict:
         "reference": {"sentence": REFERENCE_SENTENCE,
                       "next_words": next_words(model, REFERENCE_SENTENCE)},
         "examples": [{**example, "text": model.generate(**example)} for example in EXAMPLES],
-        "machine": f"{platform.machine()} CPU, {platform.system()}",
+        "machine": trained_on or f"{platform.machine()} CPU, {platform.system()}",
         "versions": record.get("versions"),
         "backend": keras.backend.backend(),
         "date": datetime.date.today().isoformat(),
+        **stored,
     }
 
 
@@ -202,7 +256,8 @@ def run_from_args(args) -> None:
     index = dict(pretrained.index())
     if args.language_model:
         name, run = args.language_model
-        index[name] = ship_language_model(name, run)
+        index[name] = ship_language_model(name, run, float16=args.float16,
+                                          corpus=args.corpus, trained_on=args.trained_on)
         write_text(pretrained.INDEX, json.dumps(index, indent=2, sort_keys=True) + "\n",
                    overwrite=True)
         pretrained.index.cache_clear()  # this process reads the new record from now on
