@@ -277,6 +277,9 @@ def _shipped_rows(pretrained: dict[str, Any]) -> list[tuple[str, str]]:
             pretrained.get("date", ""), versions,
             f"{seconds:,.0f} s of training{device}" if isinstance(seconds, (int, float))
             else "") if part)),
+        ("stored as", f"{pretrained['stored_dtype']}, half the bytes of float32 (Keras casts "
+         "each array to float32 on loading); the run's own float32 weights: test perplexity "
+         f"{pretrained['run_test_perplexity']:.2f}" if pretrained.get("stored_dtype") else ""),
         ("file", _code(pretrained.get("file", ""))),
         ("sha256", _code(pretrained.get("sha256", ""))),
         ("vocabulary", f"{_code(vocabulary['file'])}: {vocabulary['words']:,} words, "

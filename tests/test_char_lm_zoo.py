@@ -340,10 +340,9 @@ def test_generation_refuses_bad_arguments_in_one_line(run, bad, message):
 # --- shipping -----------------------------------------------------------------------------
 
 
-def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, monkeypatch):
-    """`pretrain --language-model NAME RUN` into a package directory of the test's: the file
-    and vocabulary hash-checked, weights="default" gives the run's net, vocabulary and next
-    words, and the model card's texts are written again the same."""
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """zoo/pretrained/ as a directory of the test's, and a short reference sentence."""
     from training.experiments import pretrain
     from zoo import pretrained
 
@@ -357,28 +356,95 @@ def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, monkeypa
         {"prompt": "some", "max_length": 6, "sampler": "top_k", "k": 3, "seed": 0}])
     (tmp_path / "pretrained").mkdir()
     try:
-        assert cli.main(["pretrain", "--language-model", SMALL, str(run)]) == 0
-        entry = pretrained.index()[SMALL]
-        shipped = zoo.load(SMALL, weights="default")
-        preset = zoo.load(str(run))
-        assert shipped.vocabulary == preset.vocabulary
-        for a, b in zip(shipped.get_weights(), preset.get_weights(), strict=True):
-            np.testing.assert_array_equal(a, b)
-        assert pretrain.next_words(shipped, "a big") == entry["reference"]["next_words"]
-        for example in entry["examples"]:
-            arguments = {k: v for k, v in example.items() if k != "text"}
-            assert shipped.generate(**arguments) == example["text"]
-        assert entry["command"].startswith(f"highway-zoo train {SMALL} --corpus PTB_DIR "
-                                           "--recipe kim_char_lm_quick --seed 0")
-        # A changed byte in the vocabulary is refused (its sha256), as for the weights.
-        vocabulary = tmp_path / "pretrained" / entry["vocabulary"]["file"]
-        vocabulary.write_text(vocabulary.read_text().replace('"cat"', '"cap"'))
-        for cached in (tmp_path / "cache").iterdir():
-            cached.unlink()
-        with pytest.raises(ValueError, match="hash"):
-            zoo.load(SMALL, weights="default")
+        yield tmp_path / "pretrained"
     finally:
         pretrained.index.cache_clear()
+
+
+def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, package):
+    """`pretrain --language-model NAME RUN` into a package directory of the test's: the file
+    and vocabulary hash-checked, weights="default" gives the run's net, vocabulary and next
+    words, and the model card's texts are written again the same."""
+    from training.experiments import pretrain
+    from zoo import pretrained
+
+    assert cli.main(["pretrain", "--language-model", SMALL, str(run)]) == 0
+    entry = pretrained.index()[SMALL]
+    shipped = zoo.load(SMALL, weights="default")
+    preset = zoo.load(str(run))
+    assert shipped.vocabulary == preset.vocabulary
+    for a, b in zip(shipped.get_weights(), preset.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert pretrain.next_words(shipped, "a big") == entry["reference"]["next_words"]
+    for example in entry["examples"]:
+        arguments = {k: v for k, v in example.items() if k != "text"}
+        assert shipped.generate(**arguments) == example["text"]
+    assert entry["command"].startswith(f"highway-zoo train {SMALL} --corpus PTB_DIR "
+                                       "--recipe kim_char_lm_quick --seed 0")
+    # A changed byte in the vocabulary is refused (its sha256), as for the weights.
+    vocabulary = tmp_path / "pretrained" / entry["vocabulary"]["file"]
+    vocabulary.write_text(vocabulary.read_text().replace('"cat"', '"cap"'))
+    for cached in (tmp_path / "cache").iterdir():
+        cached.unlink()
+    with pytest.raises(ValueError, match="hash"):
+        zoo.load(SMALL, weights="default")
+
+
+def test_float16_shipping_halves_the_file_and_measures_the_stored_weights_again(
+        run, corpus, package, capsys):
+    """`--float16`: every array stored as float16, loading as the run's weights rounded to
+    float16, and the test perplexity measured on those (the run's own kept beside it)."""
+    import h5py
+
+    from training.experiments.pretrain import next_words
+    from training.language_model import perplexity, settle, stream_loss
+    from zoo import pretrained
+
+    assert cli.main(["pretrain", "--language-model", SMALL, str(run), "--float16",
+                     "--corpus", str(corpus), "--trained-on", "a lent GPU"]) == 0
+    entry = pretrained.index()[SMALL]
+    path = package / entry["file"]
+    with h5py.File(path, "r") as f:
+        dtypes = set()
+        f.visititems(lambda _, item: dtypes.add(str(item.dtype))
+                     if isinstance(item, h5py.Dataset) else None)
+    assert dtypes == {"float16"}
+    assert path.stat().st_size < 0.55 * (run / "model.weights.h5").stat().st_size
+    shipped, preset = zoo.load(SMALL, weights="default"), zoo.load(str(run))
+    rounded = [w.astype(np.float16).astype(np.float32) for w in trained_weights(preset)]
+    for a, b in zip(trained_weights(shipped), rounded, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    metrics = json.loads((run / "metrics.json").read_text())
+    record = json.loads((run / "run.json").read_text())
+    settings = settle(SMALL, corpus, recipe="quick", recipe_overrides=QUICK,
+                      **record["overrides"])
+    assert entry["test_perplexity"] == round(perplexity(stream_loss(settings, rounded)), 2)
+    assert entry["test_perplexity"] == pytest.approx(metrics["test_perplexity"], rel=1e-2)
+    assert entry["run_test_perplexity"] == round(metrics["test_perplexity"], 2)
+    assert entry["stored_dtype"] == "float16" and entry["machine"] == "a lent GPU"
+    assert next_words(shipped, "a big") == entry["reference"]["next_words"]
+
+
+def test_float16_shipping_refuses_another_text_and_keeps_what_was_shipped(
+        run, corpus, package, tmp_path, capsys):
+    from zoo import pretrained
+
+    assert cli.main(["pretrain", "--language-model", SMALL, str(run)]) == 0
+    before = {p.name: p.read_bytes() for p in package.iterdir()}
+    other = write_corpus(tmp_path / "other", lines=(100, 30, 31))
+    capsys.readouterr()
+    for argv, message in [
+        (["--float16"], "pass the run's corpus with --corpus DIR"),
+        (["--float16", "--corpus", str(other)], "is not the text the run was trained on"),
+    ]:
+        assert cli.main(["pretrain", "--language-model", SMALL, str(run), *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert cli.main(["pretrain", "--float16", "--only", "highway_fc10_mnist"]) == 2
+    assert "go with --language-model" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in package.iterdir()} == before
+    pretrained.index.cache_clear()
+    assert pretrained.index()[SMALL].get("stored_dtype") is None
 
 
 def test_cli_generates_as_the_library_does(run, capsys):
@@ -394,7 +460,8 @@ def test_cli_generates_as_the_library_does(run, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["generate", "RUN", "a", "--weights", "default"], "brings its own weights"),
     (["generate", "highway_fc10_mnist", "a"], "is not a language model"),
-    (["generate", "lstm_char_large_ptb", "a"], "No pretrained weights for 'lstm_char_large_ptb'"),
+    (["generate", "lstm_char_small_rezero_ptb", "a"],
+     "No pretrained weights for 'lstm_char_small_rezero_ptb'"),
     (["generate", "RUN", "a", "--sampler", "beam"], "invalid choice: 'beam'"),
     (["generate", "RUN", "zebra!"], "is not in this model's character vocabulary"),
 ])

@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import json
 import shutil
 from pathlib import Path
 
@@ -80,6 +81,35 @@ def test_shipped_language_models_give_their_runs_next_word_probabilities(name):
     for example in entry["examples"]:
         arguments = {k: v for k, v in example.items() if k != "text"}
         assert model.generate(**arguments) == example["text"], arguments
+
+
+# Where the run of each float16 file wrote what its float32 weights gave.
+FLOAT16_CHECKS = {"lstm_char_large_ptb": Path(__file__).resolve().parent.parent / "docs"
+                  / "results" / "language_model" / "ptb_large_gpu_25epochs" / "coupled_seed0"
+                  / "float16_check.json"}
+
+
+def test_every_float16_file_has_its_runs_check():
+    assert {n for n, e in LANGUAGE_MODELS.items()
+            if e.get("stored_dtype") == "float16"} == set(FLOAT16_CHECKS)
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT16_CHECKS))
+def test_float16_language_models_give_what_their_float32_run_gave(name):
+    """A file stored as float16 gives, after the reference sentence, the next words that the
+    run's own float32 weights gave where it trained (float16_check.json, written there), to
+    a few in 10,000, and a test perplexity within 0.01 of the run's."""
+    from training.experiments.pretrain import next_words
+
+    entry = LANGUAGE_MODELS[name]
+    check = json.loads(FLOAT16_CHECKS[name].read_text())
+    assert entry["run_test_perplexity"] == round(check["float32"]["test_perplexity"], 2)
+    assert entry["test_perplexity"] == pytest.approx(check["float32"]["test_perplexity"],
+                                                     abs=0.01)
+    found = next_words(zoo.load(name, weights="default"), entry["reference"]["sentence"])
+    expected = check["float32"]["next_words"]
+    assert [w for w, _ in found] == [w for w, _ in expected]
+    assert [p for _, p in found] == pytest.approx([p for _, p in expected], abs=5e-4)
 
 
 def test_a_corrupted_cached_copy_is_replaced_and_a_wrong_record_refused(monkeypatch):

@@ -171,17 +171,26 @@ def float16_copy(source: str | Path, target: str | Path) -> None:
             copy(src, dst)
 
 
-def _stored_test_perplexity(name: str, record: dict, model, corpus) -> float:
-    """Kim's test perplexity of `model`'s weights as they are now (after a float16 round
-    trip), on `corpus`, which must be the run's text (its sha256s are checked)."""
-    from training.language_model import perplexity, settle, stream_loss
-    from zoo.char_lm import trained_weights
+def run_settings(name: str, record: dict, corpus):
+    """The run's settings on `corpus`, which must be the run's text (its sha256s are checked)."""
+    from training.language_model import settle
+    from training.recipes import FIELD_NAMES
 
-    settings = settle(name, corpus, recipe=record["recipe"]["name"], seed=record["seed"],
+    recipe = record["recipe"]
+    settings = settle(name, corpus, recipe=recipe["name"], seed=record["seed"],
+                      recipe_overrides={k: v for k, v in recipe.items() if k in FIELD_NAMES},
                       **record["overrides"])
     if settings.corpus_record.get("sha256") != record["dataset"].get("sha256"):
         raise ValueError(f"The corpus {corpus} is not the text the run was trained on "
                          "(their sha256s differ). Pass the run's corpus with --corpus.")
+    return settings
+
+
+def stored_test_perplexity(settings, model) -> float:
+    """Kim's test perplexity of `model`'s weights as they are now (as loaded from a file)."""
+    from training.language_model import perplexity, stream_loss
+    from zoo.char_lm import trained_weights
+
     return perplexity(stream_loss(settings, trained_weights(model)))
 
 
@@ -204,19 +213,19 @@ def ship_language_model(name: str, run: str | Path, *, float16: bool = False,
     if float16 and corpus is None:
         raise ValueError("Shipping float16 weights measures their test perplexity again: "
                          "pass the run's corpus with --corpus DIR.")
+    settings = run_settings(name, record, corpus) if float16 else None
     model = zoo.load(str(run_dir.path))
     metrics, history = run_dir.read_metrics(), run_dir.read_history()
     target = pretrained.PACKAGE_DIR / f"{name}.weights.h5"
     stored = {}
-    if float16:
-        float16_copy(run_dir.weights_file, target)
-        model.load_weights(target)  # the net as a user gets it
-        stored = {"stored_dtype": "float16",
-                  "run_test_perplexity": round(metrics["test_perplexity"], 2),
-                  "test_perplexity": round(
-                      _stored_test_perplexity(name, record, model, corpus), 2)}
-    else:
-        with atomic_path(target, overwrite=True) as tmp_target:
+    with atomic_path(target, overwrite=True) as tmp_target:  # replaced once all is measured
+        if float16:
+            float16_copy(run_dir.weights_file, tmp_target)
+            model.load_weights(tmp_target)  # the net as a user gets it
+            stored = {"stored_dtype": "float16",
+                      "run_test_perplexity": round(metrics["test_perplexity"], 2),
+                      "test_perplexity": round(stored_test_perplexity(settings, model), 2)}
+        else:
             shutil.copyfile(run_dir.weights_file, tmp_target)
     words = pretrained.PACKAGE_DIR / f"{name}.vocabulary.json"
     write_text(words, json.dumps(model.vocabulary) + "\n", overwrite=True)
@@ -254,6 +263,9 @@ def ship_language_model(name: str, run: str | Path, *, float16: bool = False,
 def run_from_args(args) -> None:
     """Trains (or ships) what `highway-zoo pretrain`'s options ask for and rewrites the index."""
     index = dict(pretrained.index())
+    if not args.language_model and (args.float16 or args.corpus or args.trained_on):
+        raise ValueError("--float16, --corpus and --trained-on go with --language-model NAME "
+                         "RUN_DIR (they ship a language-model run).")
     if args.language_model:
         name, run = args.language_model
         index[name] = ship_language_model(name, run, float16=args.float16,
