@@ -65,6 +65,11 @@ def test_registered_counts_by_formula_and_the_papers():
         assert zoo.describe(name)["params"] == count
         assert zoo.load(name).count_params() == count
         assert abs(count / paper - 1) < 0.07  # Kim et al.'s "5M" and "19M"
+    # The training net's record counts parameters, not the LSTMs' carried states
+    # (2 layers x h, c x 20 rows x 300 units more in count_params).
+    stateful = zoo.load(SMALL, stateful=True, batch_size=20)
+    assert stateful.count_params() == small + 2 * 2 * 20 * 300
+    assert stateful.metadata["params"] == small
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

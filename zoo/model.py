@@ -8,6 +8,7 @@ metadata travels with the model.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -93,11 +94,19 @@ class HighwayZooModel(keras.Model):
             meta["feature_stages"] = stages
         if self.overrides:
             meta["overrides"] = dict(self.overrides)
-            meta["params"] = self.count_params()
+            meta["params"] = self._trained_params()
             meta["input_shape"] = list(args["input_shape"])
             # Without the top the output is the features, not class probabilities.
             meta["classes"] = args["classes"] if args.get("include_top", True) else None
         return meta
+
+    def _trained_params(self) -> int:
+        """`count_params()` less a stateful LSTM's carried states, which are no parameters
+        (the registry's count is the stateless net's)."""
+        from layers.carried_state_lstm import is_carried_state
+
+        return self.count_params() - sum(
+            math.prod(v.shape) for v in self.weights if is_carried_state(v))
 
     def generate(self, prompt, max_length: int = 20, **kwargs):
         """A language model's text after `prompt`, as keras-hub's `CausalLM.generate`

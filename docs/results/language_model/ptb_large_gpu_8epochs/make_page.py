@@ -23,11 +23,12 @@ SHOWN = (1, 2, 4, 8)
 
 
 def trained_params(run: dict) -> int:
-    """The net's parameters: the stateful training net's count less its carried LSTM states
-    (h and c per layer, unit and row of the batch), which are no trained weights."""
-    args = run["metadata"]["architecture_args"]
-    return run["metadata"]["params"] - 2 * args["lstm_layers"] * args["batch_size"] * args[
-        "lstm_units"]
+    """The run's net's parameters, counted on its stateless form (the records of these runs
+    counted the stateful net's carried LSTM states too, which are no parameters)."""
+    import zoo
+
+    overrides = {k: v for k, v in run["overrides"].items() if k not in ("stateful", "batch_size")}
+    return zoo.load(run["architecture"], **overrides).count_params()
 
 
 def main() -> None:
