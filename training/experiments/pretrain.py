@@ -13,6 +13,8 @@ Penn Treebank take hours here, so the run is made apart, e.g. as a run of the Ta
 its weights and its vocabulary (`NAME.vocabulary.json`, which `zoo.load(name,
 weights="default")` gives the model) and records its perplexities, and the next-word
 probabilities it gives after `REFERENCE_SENTENCE`, which the shipped file must reproduce.
+`--float16 --corpus PTB_DIR` stores the weights at half precision (LSTM-Char-Large's 78 MB in
+39) and measures the stored weights' test perplexity again on the run's text.
 """
 
 from __future__ import annotations
