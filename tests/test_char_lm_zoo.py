@@ -447,6 +447,17 @@ def test_float16_shipping_refuses_another_text_and_keeps_what_was_shipped(
     assert pretrained.index()[SMALL].get("stored_dtype") is None
 
 
+def test_the_shipped_command_names_the_runs_pooling():
+    from training.experiments.pretrain import _train_command
+
+    record = {"overrides": {"variant": "coupled", "pool_padding": True},
+              "recipe": {"name": "kim_char_lm"}, "seed": 3}
+    assert _train_command(SMALL, record).startswith(
+        f"highway-zoo train {SMALL} --corpus PTB_DIR --variant coupled --pool-padding --seed 3")
+    record["overrides"]["pool_padding"] = False
+    assert "--pool-padding" not in _train_command(SMALL, record)
+
+
 def test_cli_generates_as_the_library_does(run, capsys):
     assert main(["generate", str(run), "a", "big", "--max-length", "7", "--no-stop"]) == 0
     text = capsys.readouterr().out.strip()

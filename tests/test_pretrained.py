@@ -84,9 +84,11 @@ def test_shipped_language_models_give_their_runs_next_word_probabilities(name):
 
 
 # Where the run of each float16 file wrote what its float32 weights gave.
-FLOAT16_CHECKS = {"lstm_char_large_ptb": Path(__file__).resolve().parent.parent / "docs"
-                  / "results" / "language_model" / "ptb_large_gpu_25epochs" / "coupled_seed0"
-                  / "float16_check.json"}
+_RUNS = Path(__file__).resolve().parent.parent / "docs" / "results" / "language_model"
+FLOAT16_CHECKS = {
+    "lstm_char_large_ptb": _RUNS / "ptb_large_gpu_25epochs" / "coupled_seed0",
+    "lstm_char_small_ptb": _RUNS / "ptb_small_pool_padding" / "coupled_pool_padding_seed0",
+}
 
 
 def test_every_float16_file_has_its_runs_check():
@@ -102,7 +104,7 @@ def test_float16_language_models_give_what_their_float32_run_gave(name):
     from training.experiments.pretrain import next_words
 
     entry = LANGUAGE_MODELS[name]
-    check = json.loads(FLOAT16_CHECKS[name].read_text())
+    check = json.loads((FLOAT16_CHECKS[name] / "float16_check.json").read_text())
     assert entry["run_test_perplexity"] == round(check["float32"]["test_perplexity"], 2)
     assert entry["test_perplexity"] == pytest.approx(check["float32"]["test_perplexity"],
                                                      abs=0.01)

@@ -144,6 +144,8 @@ def _train_command(name: str, record: dict) -> str:
     overrides = record["overrides"]
     flags = "".join(f" --{k.replace('_', '-')} {overrides[k]}"
                     for k in ("variant", "highway_layers") if k in overrides)
+    if overrides.get("pool_padding"):
+        flags += " --pool-padding"
     if record["recipe"]["name"] != zoo.describe(name)["recipe"]:
         flags += f" --recipe {record['recipe']['name']}"
     return (f"highway-zoo train {name} --corpus PTB_DIR{flags} --seed {record['seed']}  "

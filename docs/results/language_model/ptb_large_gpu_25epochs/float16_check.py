@@ -1,6 +1,7 @@
-"""Run on the GPU machine beside the training (gpu_large.sh): the finished run's test
-perplexity with its weights stored as float16, and the next-word probabilities after the
-reference sentence, float32 and float16 (float16_check.json). The float32 file stays there.
+"""A finished run's test perplexity with its weights stored as float16, and the next-word
+probabilities after the reference sentence, float32 and float16 (float16_check.json). Run
+where the run's float32 weights are: for Large, on the GPU machine beside the training
+(gpu_large.sh); for Small, here.
 
     python float16_check.py RUN_DIR PTB_DIR OUT_DIR
 """
