@@ -436,6 +436,7 @@ def test_float16_shipping_refuses_another_text_and_keeps_what_was_shipped(
     for argv, message in [
         (["--float16"], "pass the run's corpus with --corpus DIR"),
         (["--float16", "--corpus", str(other)], "is not the text the run was trained on"),
+        (["--corpus", str(corpus)], "--corpus is read only with --float16"),
     ]:
         assert cli.main(["pretrain", "--language-model", SMALL, str(run), *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()

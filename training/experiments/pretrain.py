@@ -270,6 +270,9 @@ def run_from_args(args) -> None:
     if not args.language_model and (args.float16 or args.corpus or args.trained_on):
         raise ValueError("--float16, --corpus and --trained-on go with --language-model NAME "
                          "RUN_DIR (they ship a language-model run).")
+    if args.corpus and not args.float16:
+        raise ValueError("--corpus is read only with --float16 (to measure the stored weights "
+                         "again); add --float16 or leave --corpus out.")
     if args.language_model:
         name, run = args.language_model
         index[name] = ship_language_model(name, run, float16=args.float16,
