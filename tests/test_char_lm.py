@@ -390,6 +390,24 @@ def test_lm_variants_study_end_to_end(corpus, tmp_path):
     assert not (tmp_path / "refused").exists()
 
 
+def test_lm_variants_table_shows_spread_only_over_seeds():
+    from training.experiments.lm_variants import variants_summary, variants_table
+
+    def run(variant, seed, test, val):
+        return {"variant": variant, "seed": seed, "params": 100, "test_perplexity": test,
+                "val_perplexity": val, "final_train_perplexity": 50.0,
+                "tokens_per_second": 1.0, "val_perplexity_curve": [val + 10, val],
+                "overrides": {"highway_layers": 2 if variant == "residual" else 1}}
+
+    runs = [run("full", 0, 93.10, 96.64), run("residual", 0, 107.33, 110.56),
+            run("residual", 1, 105.33, 109.56)]
+    table = variants_table(variants_summary(runs, ["full", "residual"]))
+    # One seed: its value, no "± 0.0"; two: the mean and the population std (NumPy's).
+    assert "| full | 1 | 100 | 1 | 96.64 | 93.10 | 79.09 |" in table
+    std = np.std([107.33, 105.33])
+    assert f"| residual | 2 | 100 | 2 | 110.1 ± 0.5 | 106.3 ± {std:.1f} | 91.32 |" in table
+
+
 def test_bad_input_is_refused_before_anything_is_written(corpus, tmp_path):
     with pytest.raises(ValueError, match="line 2: the word .horses. has 6 characters"):
         train_lm(SMALL, corpus, out=tmp_path / "short", input_shape=(None, 5), verbose=0)

@@ -14,8 +14,9 @@ Writes, under `out`::
     <variant>_seed<s>/                 a run directory per net (training.language_model) with
                                        its result.json once finished
     results.json                       settings, every run, mean and std over seeds
-    table.md                           per variant: highway layers, parameters, validation and
-                                       test perplexity (mean ± std), the paper's number
+    table.md                           per variant: highway layers, parameters, seeds,
+                                       validation and test perplexity (mean ± std over two
+                                       seeds or more), the paper's number
     perplexity.png                     validation perplexity per epoch and test perplexity, by
                                        variant
 """
@@ -90,16 +91,17 @@ def variants_summary(runs: Sequence[dict[str, Any]],
 
 def variants_table(rows: Sequence[dict[str, Any]]) -> str:
     def cell(stats):
-        return mean_std(stats, ".1f")
+        # One seed has no spread to show: "± 0.0" would claim one.
+        return f"{stats['mean']:.2f}" if stats["n"] == 1 else mean_std(stats, ".1f")
 
     return format_table(
-        ["variant", "highway layers", "parameters", "validation perplexity", "test perplexity",
-         "paper (Table 1a, Large on PTB)"],
-        [[r["variant"], r["highway_layers"], f"{r['params']:,}", cell(r["val_perplexity"]),
-          cell(r["test_perplexity"]), "-" if (paper := r["paper_test_perplexity"]) is None
-          else f"{paper:.2f}"]
+        ["variant", "highway layers", "parameters", "seeds", "validation perplexity",
+         "test perplexity", "paper (Table 1a, Large on PTB)"],
+        [[r["variant"], r["highway_layers"], f"{r['params']:,}", len(r["seeds"]),
+          cell(r["val_perplexity"]), cell(r["test_perplexity"]),
+          "-" if (paper := r["paper_test_perplexity"]) is None else f"{paper:.2f}"]
          for r in sorted(rows, key=lambda r: r["test_perplexity"]["mean"])],
-        ["---", "---:", "---:", "---:", "---:", "---:"]) + "\n"
+        ["---", "---:", "---:", "---:", "---:", "---:", "---:"]) + "\n"
 
 
 def plot(rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], path: Path,
