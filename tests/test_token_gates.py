@@ -73,8 +73,9 @@ def _model(corpus, variant="coupled", layers=2, seed=0):
     return model
 
 
-def _numpy_gates(model, chars):
-    """[tokens, layers, units] of T (C for c_only) from the weights alone: embedding, each
+def _numpy_gates(model, chars, gate=None):
+    """[tokens, layers, units] of T (C for c_only, or where `gate` is "C") from the weights
+    alone: embedding, each
     width's convolution over the windows inside the word, max, tanh, then the highway layers
     (Kim's layout; layers.CharCNNEmbedder's docstring)."""
     embedder = model.get_layer("embedder")
@@ -102,17 +103,18 @@ def _numpy_gates(model, chars):
         h = np.maximum(z["h"], 0)
         t = sigmoid(z["t"]) if "t" in z else np.ones_like(x)
         c = sigmoid(z["c"]) if "c" in z else np.ones_like(x)
-        gates.append(t if "t" in z else c)
+        gates.append(t if "t" in z and gate != "C" else c)
         x = x + t * (h - x) if layer.variant == "coupled" else h * t + x * c
     return np.stack(gates, axis=1)
 
 
-@pytest.mark.parametrize("variant, gate", [("coupled", "T"), ("full", "T"), ("c_only", "C")])
-def test_every_tokens_gates_match_numpy(corpus, variant, gate):
+@pytest.mark.parametrize("variant, asked, gate", [
+    ("coupled", None, "T"), ("full", None, "T"), ("full", "C", "C"), ("c_only", None, "C")])
+def test_every_tokens_gates_match_numpy(corpus, variant, asked, gate):
     model = _model(corpus, variant)
-    gates = token_gates(model, corpus, "test", batch_size=4)  # several batches
+    gates = token_gates(model, corpus, "test", gate=asked, batch_size=4)  # several batches
     assert gates.gate == gate and gates.layers == ["highway_1", "highway_2"]
-    expected = _numpy_gates(model, corpus.test.chars)  # every token, not once per type
+    expected = _numpy_gates(model, corpus.test.chars, gate)  # every token, not once per type
     per_token = gates.values[gates.token_type]
     np.testing.assert_allclose(per_token, expected, atol=2e-5)
     np.testing.assert_allclose(gates.per_token(), expected.mean(axis=-1), atol=2e-5)
@@ -124,7 +126,7 @@ def test_every_tokens_gates_match_numpy(corpus, variant, gate):
     in_train = Counter(_tokens(TRAIN))
     assert gates.train_counts.tolist() == [in_train[w] for w in gates.types]
     # The embedder alone gives the same.
-    alone = token_gates(model.get_layer("embedder"), corpus, "test")
+    alone = token_gates(model.get_layer("embedder"), corpus, "test", gate=asked)
     np.testing.assert_allclose(alone.values, gates.values, atol=1e-6)
 
 
@@ -229,6 +231,31 @@ def test_cli_writes_the_figure_the_table_and_the_numbers(corpus, corpus_dir, tmp
     assert f"mean T {report['overall']['mean'][0]:.4f}" in capsys.readouterr().out
 
 
+def test_full_ranks_its_words_by_the_gate_asked_for(corpus, corpus_dir, tmp_path):
+    # Full learns T and C each on its own: its C is asked for, and its words are not called
+    # carried or transformed by one gate.
+    model = _model(corpus, "full", layers=1, seed=2)
+    run = zoo.save(model, tmp_path / "run", extra={
+        "vocabulary": {"words": list(corpus.words), "chars": list(corpus.chars)}})
+    for gate in ("T", "C"):
+        out = tmp_path / gate
+        assert cli.main(["analyze", SMALL, "--weights", str(run), "--corpus", str(corpus_dir),
+                         "--out", str(out), "--gate", gate]) in (0, None)
+        report = json.loads((out / "tokens.json").read_text())
+        expected = _numpy_gates(model, corpus.test.chars, gate).mean(axis=(1, 2)).mean()
+        assert report["gate"] == gate
+        assert report["overall"]["mean"][0] == pytest.approx(expected, abs=1e-5)
+        ranked = summarize(token_gates(model, corpus, "test", gate=gate), min_count=1)
+        first = [w["mean"] for w in ranked["most_carried"]]
+        # T: lowest first, where least of H passes; C: highest first, most of x passes.
+        assert first == sorted(first, reverse=gate == "C") and len(first) > 1
+        table = (out / "tokens.md").read_text()
+        assert "carried" not in table and "transformed" not in table
+        words = "the input" if gate == "C" else "H"
+        assert f"Words of lowest {gate}, where least of {words} passes" in table
+        assert f"Words of highest {gate}, where most of {words} passes" in table
+
+
 def _one_line_error(capsys, argv, expected):
     try:
         code = cli.main(argv)
@@ -252,6 +279,9 @@ def test_bad_input_is_one_line_and_exit_2(corpus, corpus_dir, tmp_path, capsys):
                              "--corpus", str(corpus_dir)], "highway_fc10_mnist is not one")
     _one_line_error(capsys, ["analyze", SMALL, "--weights", str(residual), "--corpus",
                              str(corpus_dir), "--out", str(tmp_path / "out")], "has no gate")
+    _one_line_error(capsys, [*base, "--corpus", str(corpus_dir), "--gate", "C"],
+                    "gate must be one the variant 'coupled' learns")
+    _one_line_error(capsys, [*base, "--gate", "T"], "Drop --gate, or add --corpus")
     assert not (tmp_path / "out").exists()
 
 

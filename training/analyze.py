@@ -223,12 +223,13 @@ def _routing(name, weights, split, max_clusters, batch_size, model, images, labe
 
 def analyze_tokens(name: str, weights: str | Path, corpus: str | Path, *, split: str = "test",
                    out: str | Path | None = None, batch_size: int = 500,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, gate: str | None = None) -> dict:
     """Per-token gate activity of language model `name` with `weights` on `corpus`'s `split`
     (`highway-zoo analyze NAME --weights RUN_DIR --corpus DIR`): tokens.png, tokens.json and
     tokens.md into `out` (default as `analyze_weights`'s), with the same architecture freshly
-    initialised (seed `seed`) as the reference for how far training moved the gates. Prints a
-    summary; returns the report."""
+    initialised (seed `seed`) as the reference for how far training moved the gates; `gate`
+    "T" or "C" (default: the variant's, `zoo.analysis.tokens.gate_of`). Prints a summary;
+    returns the report."""
     import keras
 
     import zoo
@@ -256,7 +257,7 @@ def analyze_tokens(name: str, weights: str | Path, corpus: str | Path, *, split:
     keras.utils.set_random_seed(seed)
     initial = zoo.load(name, **model.overrides)
     report = token_report(
-        model, text, out, split, batch_size=batch_size, initial=initial,
+        model, text, out, split, gate=gate, batch_size=batch_size, initial=initial,
         describe={"architecture": name, "weights": str(weights), "corpus": str(corpus),
                   "initial_seed": seed})
     gate = report["gate"]

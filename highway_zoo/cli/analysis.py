@@ -52,6 +52,8 @@ def _analyze_arguments(p) -> None:
                    "(lstm_char_*), instead of the image analyses: per-token gate activity on "
                    "the Mikolov-format corpus in DIR, by word frequency, length and class "
                    "(tokens.png, tokens.json, tokens.md; zoo/analysis/tokens.py)")
+    p.add_argument("--gate", choices=["T", "C"], help="with --corpus, the gate measured: "
+                   "default T, or C for c_only; full learns both, each on its own")
 
 
 def analyze(args) -> None:
@@ -62,8 +64,11 @@ def analyze(args) -> None:
             raise ValueError("--routing clusters images; with --corpus the analysis is per "
                              "token. Drop one of them.")
         analyze_tokens(args.name, args.weights, args.corpus, split=args.split or "test",
-                       out=args.out, batch_size=args.batch_size)
+                       out=args.out, batch_size=args.batch_size, gate=args.gate)
         return
+    if args.gate is not None:
+        raise ValueError("--gate picks the gate measured per token, with --corpus; the image "
+                         "analyses read T. Drop --gate, or add --corpus.")
     analyze_weights(
         args.name, args.weights, dataset=args.dataset, data_dir=args.data_dir,
         split=args.split or "train", examples=args.examples, out=args.out, classes=args.classes,

@@ -10,7 +10,10 @@ tokens is the count-weighted mean over types. The LSTM and the softmax are not r
 
 Which gate: T for the variants that learn it (coupled, full, t_only; 0 carries, 1
 transforms) and for `gru_gate`, whose T is GTrXL's update gate z (out = z·g + (1 - z)·x: 0
-carries, 1 transforms, as T); C for `c_only`, which learns only the carry gate (1 carries);
+carries, 1 transforms, as T); C for `c_only`, which learns only the carry gate (1 carries).
+Full learns both, each on its own (y = H·T + x·C): its T says how much of H passes and its C
+how much of x, so either can be asked for (`gate=`, T by default), and its words are ranked by
+the gate's value instead of being called carried or transformed by one gate alone.
 `residual` and `plain` have no gate, and are refused with a message
 (`layers.variants.LEARNED_BRANCHES`); so are the static skips (rezero, layerscale, laurel_rw,
 laurel_lr: `layers.variants.no_routing`, one line), which scale every token alike.
@@ -101,6 +104,21 @@ def char_embedder(model):
 def _gates_of(variant: str) -> tuple[str, ...]:
     """The gates a variant's layers have, lower case: "t" for gru_gate (its update gate z)."""
     return ("t",) if variant in INPUT_GATED_SKIPS else LEARNED_BRANCHES[variant][1:]
+
+
+def _both_gates(variant: str) -> bool:
+    """Whether the variant learns T and C each on its own (full): neither alone carries."""
+    return set(_gates_of(variant)) == {"t", "c"}
+
+
+def _word_lists(gate: str, variant: str) -> tuple[str, str]:
+    """Headings of the report's two word lists, `most_carried` and `most_transformed`."""
+    if not _both_gates(variant):
+        return "Most carried words", "Most transformed words"
+    passes = "H" if gate == "T" else "the input"
+    lowest, highest = (f"Words of lowest {gate}, where least of {passes} passes",
+                       f"Words of highest {gate}, where most of {passes} passes")
+    return (lowest, highest) if gate == "T" else (highest, lowest)
 
 
 def gate_of(variant: str) -> str | None:
@@ -411,7 +429,11 @@ def plot_tokens(report: dict[str, Any], path: str | os.PathLike | None = None,
     axes[3].set_title(f"distribution over tokens (std {np.mean(report['spread']['std']):.4f})",
                       fontsize=9)
     axes[0].legend(fontsize=7, loc="lower left")
-    carried = "0 carries, 1 transforms" if gate == "T" else "1 carries, 0 blocks the input"
+    if _both_gates(report["variant"]):
+        carried = ("H's share: 0 none, 1 all" if gate == "T"
+                   else "the input's share: 0 none, 1 all")
+    else:
+        carried = "0 carries, 1 transforms" if gate == "T" else "1 carries, 0 blocks the input"
     fig.suptitle((title + ": " if title else "") + f"{gate} per token ({carried}), "
                  f"{report['tokens']:,} tokens, {report['types']:,} word types", fontsize=10)
     fig.tight_layout()
@@ -438,8 +460,9 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["", head.format(what), rule]
         lines += [f"| {g['group']} | {g['tokens']:,} | {g['types']:,} | "
                   + " | ".join(f"{m:.4f}" for m in g["mean"]) + " |" for g in report[key]]
-    for key, what in (("most_carried", "Most carried"), ("most_transformed", "Most transformed")):
-        lines += ["", f"{what} words (training count >= {report['min_count']}; mean {gate} "
+    for key, what in zip(("most_carried", "most_transformed"),
+                         _word_lists(gate, report["variant"]), strict=True):
+        lines += ["", f"{what} (training count >= {report['min_count']}; mean {gate} "
                   "over units and layers):", "",
                   f"| word | mean {gate} | training count | tokens here |",
                   "| --- | ---: | ---: | ---: |"]
