@@ -18,6 +18,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from zoo.files import save_figure  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 RUNS = {"windows inside the word (the zoo's default)": HERE.parent / "ptb_small" / "coupled_seed0",
         "every window of the padded word (Kim's, --pool-padding)":
@@ -41,7 +43,7 @@ def main() -> None:
            title="LSTM-Char-Small, Coupled, seed 0: how the character CNN pools")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(HERE / "perplexity.png", dpi=110)
+    save_figure(fig, HERE / "perplexity.png")
 
 
 if __name__ == "__main__":
