@@ -3,6 +3,7 @@ gates against NumPy, the group means against token-level means, known biases, th
 
 import json
 import math
+import re
 from collections import Counter
 
 import numpy as np
@@ -74,10 +75,10 @@ def _model(corpus, variant="coupled", layers=2, seed=0):
 
 
 def _numpy_gates(model, chars, gate=None):
-    """[tokens, layers, units] of T (C for c_only, or where `gate` is "C") from the weights
-    alone: embedding, each
-    width's convolution over the windows inside the word, max, tanh, then the highway layers
-    (Kim's layout; layers.CharCNNEmbedder's docstring)."""
+    """[tokens, layers, units] of T (C for c_only, or where `gate` is "C"; the transform
+    path's share |T·H| / (|T·H| + |C·x|) where it is "share") from the weights alone:
+    embedding, each width's convolution over the windows inside the word, max, tanh, then the
+    highway layers (Kim's layout; layers.CharCNNEmbedder's docstring)."""
     embedder = model.get_layer("embedder")
     table = np.asarray(embedder.embedding.embeddings, np.float64)
     chars = np.asarray(chars)
@@ -96,15 +97,21 @@ def _numpy_gates(model, chars, gate=None):
     gates = []
     for layer in embedder.highways:
         kernel, bias = np.asarray(layer.kernel, np.float64), np.asarray(layer.bias, np.float64)
-        branches = {"coupled": "ht", "full": "htc", "c_only": "hc", "t_only": "ht"}[layer.variant]
+        branches = {"coupled": "ht", "full": "htc", "c_only": "hc", "t_only": "ht",
+                    "residual": "h"}[layer.variant]
         d = x.shape[-1]
         z = {b: x @ kernel[:, i * d:(i + 1) * d] + bias[i * d:(i + 1) * d]
              for i, b in enumerate(branches)}
         h = np.maximum(z["h"], 0)
         t = sigmoid(z["t"]) if "t" in z else np.ones_like(x)
         c = sigmoid(z["c"]) if "c" in z else np.ones_like(x)
-        gates.append(t if "t" in z and gate != "C" else c)
-        x = x + t * (h - x) if layer.variant == "coupled" else h * t + x * c
+        if layer.variant == "coupled":
+            c = 1 - t
+        if gate == "share":
+            gates.append(np.abs(t * h) / (np.abs(t * h) + np.abs(c * x)))
+        else:
+            gates.append(t if "t" in z and gate != "C" else c)
+        x = h * t + x * c
     return np.stack(gates, axis=1)
 
 
@@ -128,6 +135,28 @@ def test_every_tokens_gates_match_numpy(corpus, variant, asked, gate):
     # The embedder alone gives the same.
     alone = token_gates(model.get_layer("embedder"), corpus, "test", gate=asked)
     np.testing.assert_allclose(alone.values, gates.values, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["coupled", "full", "t_only", "c_only", "residual"])
+def test_the_transform_paths_share_matches_numpy(corpus, variant):
+    # What the gates do: residual has none, yet its H and x differ in size per word.
+    model = _model(corpus, variant, seed=3)
+    gates = token_gates(model, corpus, "test", gate="share", batch_size=4)
+    assert gates.gate == "share" and gates.variant == variant
+    expected = _numpy_gates(model, corpus.test.chars, "share")
+    # float32 against float64: a ratio of two small magnitudes magnifies the rounding
+    np.testing.assert_allclose(gates.values[gates.token_type], expected, atol=1e-4)
+    assert np.ptp(gates.type_means) > 1e-2  # words differ: the check above can fail
+    if variant == "coupled":  # not the gate: H and x weigh in
+        t = token_gates(model, corpus, "test").values
+        assert np.abs(gates.values - t).mean() > 0.05
+
+
+@pytest.mark.parametrize("variant, why", [
+    ("plain", "no carry path"), ("gru_gate", "not H·T + x·C")])
+def test_the_share_is_refused_where_it_says_nothing(corpus, variant, why):
+    with pytest.raises(ValueError, match=re.escape(why)):
+        token_gates(_model(corpus, variant, layers=1), corpus, gate="share")
 
 
 def test_group_means_are_token_means(corpus):
@@ -256,6 +285,24 @@ def test_full_ranks_its_words_by_the_gate_asked_for(corpus, corpus_dir, tmp_path
         assert f"Words of highest {gate}, where most of {words} passes" in table
 
 
+def test_cli_measures_residuals_share(corpus, corpus_dir, tmp_path):
+    model = _model(corpus, "residual", layers=1, seed=4)
+    run = zoo.save(model, tmp_path / "run", extra={
+        "vocabulary": {"words": list(corpus.words), "chars": list(corpus.chars)}})
+    out = tmp_path / "share"
+    assert cli.main(["analyze", SMALL, "--weights", str(run), "--corpus", str(corpus_dir),
+                     "--out", str(out), "--gate", "share"]) in (0, None)
+    report = json.loads((out / "tokens.json").read_text())
+    expected = _numpy_gates(model, corpus.test.chars, "share").mean(axis=(1, 2)).mean()
+    assert report["gate"] == "share" and report["parameters"] is None
+    assert report["overall"]["mean"][0] == pytest.approx(expected, abs=1e-5)
+    ranked = summarize(token_gates(model, corpus, "test", gate="share"), min_count=1)
+    first = [w["mean"] for w in ranked["most_carried"]]  # least of H first
+    assert first == sorted(first) and len(first) > 1
+    table = (out / "tokens.md").read_text()
+    assert "Most carried words" in table and "Most transformed words" in table
+
+
 def _one_line_error(capsys, argv, expected):
     try:
         code = cli.main(argv)
@@ -282,6 +329,10 @@ def test_bad_input_is_one_line_and_exit_2(corpus, corpus_dir, tmp_path, capsys):
     _one_line_error(capsys, [*base, "--corpus", str(corpus_dir), "--gate", "C"],
                     "gate must be one the variant 'coupled' learns")
     _one_line_error(capsys, [*base, "--gate", "T"], "Drop --gate, or add --corpus")
+    plain = zoo.save(_model(corpus, "plain", layers=1), tmp_path / "plain")
+    _one_line_error(capsys, ["analyze", SMALL, "--weights", str(plain), "--corpus",
+                             str(corpus_dir), "--out", str(tmp_path / "out"), "--gate",
+                             "share"], "no carry path")
     assert not (tmp_path / "out").exists()
 
 

@@ -228,7 +228,8 @@ def analyze_tokens(name: str, weights: str | Path, corpus: str | Path, *, split:
     (`highway-zoo analyze NAME --weights RUN_DIR --corpus DIR`): tokens.png, tokens.json and
     tokens.md into `out` (default as `analyze_weights`'s), with the same architecture freshly
     initialised (seed `seed`) as the reference for how far training moved the gates; `gate`
-    "T" or "C" (default: the variant's, `zoo.analysis.tokens.gate_of`). Prints a summary;
+    "T" or "C" (default: the variant's, `zoo.analysis.tokens.gate_of`), or "share" (the
+    transform path's share of the output, `zoo.analysis.tokens.SHARE`). Prints a summary;
     returns the report."""
     import keras
 

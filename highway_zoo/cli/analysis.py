@@ -52,8 +52,10 @@ def _analyze_arguments(p) -> None:
                    "(lstm_char_*), instead of the image analyses: per-token gate activity on "
                    "the Mikolov-format corpus in DIR, by word frequency, length and class "
                    "(tokens.png, tokens.json, tokens.md; zoo/analysis/tokens.py)")
-    p.add_argument("--gate", choices=["T", "C"], help="with --corpus, the gate measured: "
-                   "default T, or C for c_only; full learns both, each on its own")
+    p.add_argument("--gate", choices=["T", "C", "share"], help="with --corpus, the gate "
+                   "measured: default T, or C for c_only; full learns both, each on its own. "
+                   "share: what the gates do, the transform path's share of each unit's "
+                   "output, |T·H| / (|T·H| + |C·x|), for the gated variants and residual")
 
 
 def analyze(args) -> None:

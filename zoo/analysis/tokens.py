@@ -18,6 +18,13 @@ the gate's value instead of being called carried or transformed by one gate alon
 (`layers.variants.LEARNED_BRANCHES`); so are the static skips (rezero, layerscale, laurel_rw,
 laurel_lr: `layers.variants.no_routing`, one line), which scale every token alike.
 
+What the gates do, rather than what they are (`gate="share"`): the transform path's share of
+each unit's output, |T·H| / (|T·H| + |C·x|) (0: only the input passes, 1: only H does; a unit
+where both are 0 counts as one half). A gate alone does not say which path dominates: Full can
+close T and C together, and H and x differ in size. The share does, for every variant whose
+output is y = H·T + x·C, Residual's (T = C = 1) included; Plain (C = 0: every share is 1) and
+gru_gate (its candidate is not H) are refused.
+
 Groups (every token of the split in exactly one group of each grouping):
 
 - frequency: the word's count in the training split, in log-spaced bins (1, 2-3, 4-9, 10-99,
@@ -101,6 +108,10 @@ def char_embedder(model):
     return found[0]
 
 
+SHARE = "share"  # not a gate: the transform path's share of the output (module docstring)
+SHARE_VARIANTS = ("coupled", "full", "t_only", "c_only", "residual")
+
+
 def _gates_of(variant: str) -> tuple[str, ...]:
     """The gates a variant's layers have, lower case: "t" for gru_gate (its update gate z)."""
     return ("t",) if variant in INPUT_GATED_SKIPS else LEARNED_BRANCHES[variant][1:]
@@ -113,7 +124,7 @@ def _both_gates(variant: str) -> bool:
 
 def _word_lists(gate: str, variant: str) -> tuple[str, str]:
     """Headings of the report's two word lists, `most_carried` and `most_transformed`."""
-    if not _both_gates(variant):
+    if gate == SHARE or not _both_gates(variant):
         return "Most carried words", "Most transformed words"
     passes = "H" if gate == "T" else "the input"
     lowest, highest = (f"Words of lowest {gate}, where least of {passes} passes",
@@ -164,7 +175,7 @@ def word_types(split: Split, chars: tuple[str, ...]):
 class TokenGates:
     """Gate values per word type of one split, and how the split's tokens map onto the types."""
 
-    gate: str  # "T" or "C"
+    gate: str  # "T", "C" or SHARE
     variant: str
     layers: list[str]  # the embedder's highway layers
     types: list[str]  # distinct words of the split, as spelled
@@ -196,21 +207,35 @@ class TokenGates:
         return [None if word in (EOS, UNK) else len(word) for word in self.types]
 
 
+def _measure(layer, x, gate: str) -> np.ndarray:
+    """[words, units]: one highway layer's `gate` at its input x ("T", "C", or `SHARE`)."""
+    from keras import ops
+
+    if gate != SHARE:
+        read = {"T": layer.transform_gate, "C": layer.carry_gate}[gate]
+        return ops.convert_to_numpy(read(x)).astype(np.float32)
+    h, t, c = (ops.convert_to_numpy(f(x)).astype(np.float64)
+               for f in (layer.block_state, layer.transform_gate, layer.carry_gate))
+    transformed = np.abs(t * h)
+    both = transformed + np.abs(c * ops.convert_to_numpy(x).astype(np.float64))
+    share = np.divide(transformed, both, out=np.full_like(both, 0.5), where=both > 0)
+    return share.astype(np.float32)
+
+
 def embedder_gates(embedder, chars: np.ndarray, gate: str = "T",
                    batch_size: int = 1024) -> np.ndarray:
-    """[words, layers, units]: the `gate` ("T" or "C") of each highway layer of `embedder` for
-    each row of character ids, computed in batches.
+    """[words, layers, units]: the `gate` ("T", "C", or `SHARE`: the transform path's share of
+    the output) of each highway layer of `embedder` for each row of character ids, computed in
+    batches.
 
     The highway layers' input is the embedder's own output with all of them lesioned (each
     returns its input: `zoo.analysis.lesioned`), i.e. the pooled CNN features; each layer's
     gate is then read from its input, and its output feeds the next layer.
     """
-    from keras import ops
 
     from zoo.analysis.lesion import lesioned
 
     layers = embedder.highways
-    read = {"T": "transform_gate", "C": "carry_gate"}[gate]
     batches = []
     for start in range(0, len(chars), batch_size):
         batch = np.asarray(chars[start:start + batch_size], np.int32)
@@ -218,7 +243,7 @@ def embedder_gates(embedder, chars: np.ndarray, gate: str = "T",
             x = embedder(batch)
         per_layer = []
         for layer in layers:
-            per_layer.append(ops.convert_to_numpy(getattr(layer, read)(x)).astype(np.float32))
+            per_layer.append(_measure(layer, x, gate))
             x = layer(x)
         batches.append(np.stack(per_layer, axis=1))
     return np.concatenate(batches)
@@ -234,7 +259,8 @@ def token_gates(model, corpus: Corpus, split: str = "test", *, gate: str | None 
         corpus: a loaded corpus (`training.data.text.load_corpus`); its training split gives
             the word frequencies.
         split: "train", "valid" or "test".
-        gate: "T" or "C"; default T where the variant learns it, C for c_only.
+        gate: "T" or "C"; default T where the variant learns it, C for c_only. Or `SHARE`:
+            the transform path's share of each unit's output (module docstring).
         batch_size: word types per forward pass.
     """
     embedder = char_embedder(model)
@@ -244,16 +270,22 @@ def token_gates(model, corpus: Corpus, split: str = "test", *, gate: str | None 
     variant = embedder.highway_variant
     if variant in STATIC_SKIPS:
         raise ValueError(f"{no_routing(variant)}.")
+    if gate == SHARE and variant not in SHARE_VARIANTS:
+        raise ValueError(
+            f"The highway layers of {embedder.name} are variant {variant!r}: "
+            + ("its output is H alone (no carry path), so H's share is 1 for every token"
+               if variant == "plain" else "its output is not H·T + x·C, so H's share is not "
+               "defined") + f". The share is measured for {', '.join(SHARE_VARIANTS)}.")
     gate = gate or gate_of(variant)
     if gate is None:
         raise ValueError(
             f"The highway layers of {embedder.name} are variant {variant!r}, which has no gate "
             f"({'y = H(x) + x' if variant == 'residual' else 'y = H(x)'}): T and C are constants, "
             "so no token is carried more than another.")
-    if gate not in ("T", "C") or gate.lower() not in _gates_of(variant):
+    if gate != SHARE and (gate not in ("T", "C") or gate.lower() not in _gates_of(variant)):
         raise ValueError(f"gate must be one the variant {variant!r} learns "
-                         f"({', '.join(b.upper() for b in _gates_of(variant))}). "
-                         f"Received: gate={gate!r}")
+                         f"({', '.join(b.upper() for b in _gates_of(variant))}), or "
+                         f"{SHARE!r}. Received: gate={gate!r}")
     if embedder.char_vocab_size != corpus.num_chars:
         raise ValueError(
             f"The model reads {embedder.char_vocab_size} character ids; the corpus "
@@ -362,6 +394,11 @@ def gate_parameters(model, gate: str) -> dict[str, list[float]]:
     return found
 
 
+def _parameters(model, gate: str) -> dict[str, list[float]] | None:
+    """`gate_parameters`, or None for the share, which is no one gate's."""
+    return None if gate == SHARE else gate_parameters(model, gate)
+
+
 def _dumps(report: dict[str, Any]) -> str:
     """JSON, indented, with each list of numbers on one line (the per-unit means are long)."""
     text = json.dumps(report, indent=1)
@@ -429,7 +466,9 @@ def plot_tokens(report: dict[str, Any], path: str | os.PathLike | None = None,
     axes[3].set_title(f"distribution over tokens (std {np.mean(report['spread']['std']):.4f})",
                       fontsize=9)
     axes[0].legend(fontsize=7, loc="lower left")
-    if _both_gates(report["variant"]):
+    if gate == SHARE:
+        carried = "the transform path's, |T·H| / (|T·H| + |C·x|): 0 carries, 1 transforms"
+    elif _both_gates(report["variant"]):
         carried = ("H's share: 0 none, 1 all" if gate == "T"
                    else "the input's share: 0 none, 1 all")
     else:
@@ -486,13 +525,13 @@ def token_report(model, corpus: Corpus, out: str | os.PathLike, split: str = "te
     out.mkdir(parents=True, exist_ok=True)
     report = {"model": getattr(model, "name", None), **(describe or {}), "split": split,
               **summarize(gates, min_count=min_count, top=top),
-              "parameters": gate_parameters(model, gates.gate)}
+              "parameters": _parameters(model, gates.gate)}
     if initial is not None:
         fresh = token_gates(initial, corpus, split, gate=gates.gate, batch_size=batch_size)
         initial_summary = summarize(fresh, min_count=min_count, top=0)
         report["initial"] = {"mean": initial_summary["overall"]["mean"],
                              "std": initial_summary["spread"]["std"],
-                             "parameters": gate_parameters(initial, gates.gate)}
+                             "parameters": _parameters(initial, gates.gate)}
     report["files"] = {"json": TOKENS_FILE, "figure": TOKENS_FIGURE, "table": TOKENS_TABLE}
     report = jsonable(report, digits=5)
     plot_tokens(report, out / TOKENS_FIGURE, title=str(report.get("model") or ""))
