@@ -76,7 +76,8 @@ def _model(corpus, variant="coupled", layers=2, seed=0):
 
 def _numpy_gates(model, chars, gate=None):
     """[tokens, layers, units] of T (C for c_only, or where `gate` is "C"; the transform
-    path's share |T·H| / (|T·H| + |C·x|) where it is "share") from the weights alone:
+    path's share Σ|T·H| / Σ(|T·H| + |C·x|) of the word's output where it is "share"; whether H
+    is 0 where it is "silent") from the weights alone:
     embedding, each width's convolution over the windows inside the word, max, tanh, then the
     highway layers (Kim's layout; layers.CharCNNEmbedder's docstring)."""
     embedder = model.get_layer("embedder")
@@ -107,8 +108,11 @@ def _numpy_gates(model, chars, gate=None):
         c = sigmoid(z["c"]) if "c" in z else np.ones_like(x)
         if layer.variant == "coupled":
             c = 1 - t
-        if gate == "share":
-            gates.append(np.abs(t * h) / (np.abs(t * h) + np.abs(c * x)))
+        if gate == "share":  # of the word's output, summed over units
+            transformed = np.abs(t * h).sum(axis=-1, keepdims=True)
+            gates.append(transformed / (transformed + np.abs(c * x).sum(axis=-1, keepdims=True)))
+        elif gate == "silent":
+            gates.append(h == 0)
         else:
             gates.append(t if "t" in z and gate != "C" else c)
         x = h * t + x * c
@@ -296,11 +300,16 @@ def test_cli_measures_residuals_share(corpus, corpus_dir, tmp_path):
     expected = _numpy_gates(model, corpus.test.chars, "share").mean(axis=(1, 2)).mean()
     assert report["gate"] == "share" and report["parameters"] is None
     assert report["overall"]["mean"][0] == pytest.approx(expected, abs=1e-5)
+    silent = _numpy_gates(model, corpus.test.chars, "silent")  # [tokens, 1, units]
+    assert 0 < silent.mean() < 1  # some of H's ReLUs fire, some do not
+    assert report["silent_h"]["tokens"][0] == pytest.approx(silent.mean(), abs=1e-5)
+    assert report["silent_h"]["units_never_firing"] == [int(silent.all(axis=0).sum())]
     ranked = summarize(token_gates(model, corpus, "test", gate="share"), min_count=1)
     first = [w["mean"] for w in ranked["most_carried"]]  # least of H first
     assert first == sorted(first) and len(first) > 1
     table = (out / "tokens.md").read_text()
     assert "Most carried words" in table and "Most transformed words" in table
+    assert f"H is 0 (its ReLU silent) for highway_1 {silent.mean():.1%}" in table
 
 
 def _one_line_error(capsys, argv, expected):

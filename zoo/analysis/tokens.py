@@ -19,11 +19,13 @@ the gate's value instead of being called carried or transformed by one gate alon
 laurel_lr: `layers.variants.no_routing`, one line), which scale every token alike.
 
 What the gates do, rather than what they are (`gate="share"`): the transform path's share of
-each unit's output, |T·H| / (|T·H| + |C·x|) (0: only the input passes, 1: only H does; a unit
-where both are 0 counts as one half). A gate alone does not say which path dominates: Full can
-close T and C together, and H and x differ in size. The share does, for every variant whose
-output is y = H·T + x·C, Residual's (T = C = 1) included; Plain (C = 0: every share is 1) and
-gru_gate (its candidate is not H) are refused.
+a word's output, Σ|T·H| / Σ(|T·H| + |C·x|) summed over the layer's units (0: only the input
+passes, 1: only H does), one value per word and layer. A gate alone does not say which path
+dominates: Full can close T and C together, and H and x differ in size. Summed over units, a
+unit whose output is 0 on both paths (H = 0 where T = 1) weighs nothing. The share is measured
+for every variant whose output is y = H·T + x·C, Residual's (T = C = 1) included; Plain (C = 0:
+every share is 1) and gru_gate (its candidate is not H) are refused. With it the report gives
+how often H is exactly 0 (a ReLU that does not fire), per token and unit (`silent_h`).
 
 Groups (every token of the split in exactly one group of each grouping):
 
@@ -108,7 +110,7 @@ def char_embedder(model):
     return found[0]
 
 
-SHARE = "share"  # not a gate: the transform path's share of the output (module docstring)
+SHARE = "share"  # not a gate: the transform path's share of a word's output (module docstring)
 SHARE_VARIANTS = ("coupled", "full", "t_only", "c_only", "residual")
 
 
@@ -208,25 +210,29 @@ class TokenGates:
 
 
 def _measure(layer, x, gate: str) -> np.ndarray:
-    """[words, units]: one highway layer's `gate` at its input x ("T", "C", or `SHARE`)."""
+    """One highway layer's `gate` at its input x: [words, units] of "T" or "C", [words, 1] of
+    `SHARE`, or [words, units] of whether H is 0 ("silent")."""
     from keras import ops
 
-    if gate != SHARE:
+    if gate in ("T", "C"):
         read = {"T": layer.transform_gate, "C": layer.carry_gate}[gate]
         return ops.convert_to_numpy(read(x)).astype(np.float32)
-    h, t, c = (ops.convert_to_numpy(f(x)).astype(np.float64)
-               for f in (layer.block_state, layer.transform_gate, layer.carry_gate))
-    transformed = np.abs(t * h)
-    both = transformed + np.abs(c * ops.convert_to_numpy(x).astype(np.float64))
+    h = ops.convert_to_numpy(layer.block_state(x)).astype(np.float64)
+    if gate == "silent":
+        return (h == 0).astype(np.float32)
+    t, c = (ops.convert_to_numpy(f(x)).astype(np.float64)
+            for f in (layer.transform_gate, layer.carry_gate))
+    transformed = np.abs(t * h).sum(axis=-1, keepdims=True)
+    both = transformed + np.abs(c * ops.convert_to_numpy(x)).sum(axis=-1, keepdims=True)
     share = np.divide(transformed, both, out=np.full_like(both, 0.5), where=both > 0)
     return share.astype(np.float32)
 
 
 def embedder_gates(embedder, chars: np.ndarray, gate: str = "T",
                    batch_size: int = 1024) -> np.ndarray:
-    """[words, layers, units]: the `gate` ("T", "C", or `SHARE`: the transform path's share of
-    the output) of each highway layer of `embedder` for each row of character ids, computed in
-    batches.
+    """[words, layers, units]: the `gate` ("T" or "C") of each highway layer of `embedder` for
+    each row of character ids, computed in batches; [words, layers, 1] of `SHARE`, the
+    transform path's share of the word's output; or "silent": whether H is 0, per unit.
 
     The highway layers' input is the embedder's own output with all of them lesioned (each
     returns its input: `zoo.analysis.lesioned`), i.e. the pooled CNN features; each layer's
@@ -446,7 +452,7 @@ def plot_tokens(report: dict[str, Any], path: str | os.PathLike | None = None,
         ax.set_xticks(x, [g["group"] for g in groups], fontsize=7,
                       rotation=30 if key == "by_class" else 0)
         ax.set_xlabel(xlabel, fontsize=8)
-        ax.set_ylabel(f"mean {gate} over units", fontsize=8)
+        ax.set_ylabel(_over_units(gate), fontsize=8)
         ax.tick_params(labelsize=7)
         low, high = ax.get_ylim()
         if key == "by_class":  # bars from the lowest group, so the differences show
@@ -459,8 +465,9 @@ def plot_tokens(report: dict[str, Any], path: str | os.PathLike | None = None,
     axes[3].bar(edges[:-1], histogram["tokens"], np.diff(edges), align="edge", color="C0")
     for label, style, value in references:
         axes[3].axvline(value, color="0.4", linestyle=style, linewidth=0.8, label=label)
-    axes[3].set_xlabel(f"{gate} of a token, mean over units" + (" and layers" if len(layers) > 1
-                                                                 else ""), fontsize=8)
+    axes[3].set_xlabel(f"{gate} of a token, " + ("over units" if gate == SHARE else
+                                                   "mean over units")
+                       + (" and layers" if len(layers) > 1 else ""), fontsize=8)
     axes[3].set_ylabel("tokens", fontsize=8)
     axes[3].tick_params(labelsize=7)
     axes[3].set_title(f"distribution over tokens (std {np.mean(report['spread']['std']):.4f})",
@@ -482,18 +489,46 @@ def plot_tokens(report: dict[str, Any], path: str | os.PathLike | None = None,
     return fig
 
 
+def _over_units(gate: str) -> str:
+    """What a report's number is, e.g. "mean T over units"."""
+    return "share over units" if gate == SHARE else f"mean {gate} over units"
+
+
+def _silent_h(model, corpus: Corpus, split: str, batch_size: int) -> dict[str, Any]:
+    """How often each highway layer's H is exactly 0 (a ReLU that does not fire): the share of
+    (token, unit) pairs, and the units silent for every word of the split."""
+    embedder = char_embedder(model)
+    _, rows, counts, _ = word_types(corpus.split(split), corpus.chars)
+    silent = embedder_gates(embedder, rows, "silent", batch_size)  # [types, layers, units]
+    weights = counts / counts.sum()
+    return {"tokens": np.tensordot(weights, silent, axes=1).mean(axis=-1).tolist(),
+            "units_never_firing": silent.all(axis=0).sum(axis=-1).tolist(),
+            "units": int(silent.shape[-1])}
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The report's tables in Markdown: by frequency, length and class, then the word lists."""
     gate, layers = report["gate"], report["layers"]
     head = "| {} | tokens | types | " + " | ".join(f"mean {gate}, {n}" for n in layers) + " |"
     rule = "| --- | ---: | ---: | " + " | ".join("---:" for _ in layers) + " |"
-    lines = [f"Mean {gate} over units per token ({report['variant']} highway layers); "
+    lines = [f"{_over_units(gate).capitalize()} per token ({report['variant']} highway layers"
+             + ("; the transform path's share, Σ|T·H| / Σ(|T·H| + |C·x|)" if gate == SHARE
+                else "") + "); "
              f"{report['tokens']:,} tokens, {report['types']:,} word types. All tokens: "
              + ", ".join(f"{n} {m:.4f}" for n, m in zip(layers, report["overall"]["mean"]))
              + "."]
     if report.get("initial"):
         lines[0] += (" At initialisation: " + ", ".join(
             f"{n} {m:.4f}" for n, m in zip(layers, report["initial"]["mean"])) + ".")
+    if report.get("silent_h"):
+        silent = report["silent_h"]
+        lines[0] += (" H is 0 (its ReLU silent) for " + ", ".join(
+            f"{n} {f:.1%}" for n, f in zip(layers, silent["tokens"])) + " of (token, unit) "
+            "pairs" + (f" ({', '.join(f'{f:.1%}' for f in report['initial']['silent_h']['tokens'])}"
+                       " at initialisation)" if report.get("initial") else "")
+            + "; units silent for every word: " + ", ".join(
+                f"{n} {k} of {silent['units']}"
+                for n, k in zip(layers, silent["units_never_firing"])) + ".")
     for key, what in (("by_frequency", "training count"), ("by_length", "characters"),
                       ("by_class", "class")):
         lines += ["", head.format(what), rule]
@@ -501,8 +536,8 @@ def markdown(report: dict[str, Any]) -> str:
                   + " | ".join(f"{m:.4f}" for m in g["mean"]) + " |" for g in report[key]]
     for key, what in zip(("most_carried", "most_transformed"),
                          _word_lists(gate, report["variant"]), strict=True):
-        lines += ["", f"{what} (training count >= {report['min_count']}; mean {gate} "
-                  "over units and layers):", "",
+        lines += ["", f"{what} (training count >= {report['min_count']}; "
+                  f"{_over_units(gate)} and layers):", "",
                   f"| word | mean {gate} | training count | tokens here |",
                   "| --- | ---: | ---: | ---: |"]
         lines += [f"| {w['word']} | {w['mean']:.4f} | {w['train_count']:,} | {w['count']:,} |"
@@ -526,12 +561,16 @@ def token_report(model, corpus: Corpus, out: str | os.PathLike, split: str = "te
     report = {"model": getattr(model, "name", None), **(describe or {}), "split": split,
               **summarize(gates, min_count=min_count, top=top),
               "parameters": _parameters(model, gates.gate)}
+    if gates.gate == SHARE:
+        report["silent_h"] = _silent_h(model, corpus, split, batch_size)
     if initial is not None:
         fresh = token_gates(initial, corpus, split, gate=gates.gate, batch_size=batch_size)
         initial_summary = summarize(fresh, min_count=min_count, top=0)
         report["initial"] = {"mean": initial_summary["overall"]["mean"],
                              "std": initial_summary["spread"]["std"],
                              "parameters": _parameters(initial, gates.gate)}
+        if gates.gate == SHARE:
+            report["initial"]["silent_h"] = _silent_h(initial, corpus, split, batch_size)
     report["files"] = {"json": TOKENS_FILE, "figure": TOKENS_FIGURE, "table": TOKENS_TABLE}
     report = jsonable(report, digits=5)
     plot_tokens(report, out / TOKENS_FIGURE, title=str(report.get("model") or ""))
