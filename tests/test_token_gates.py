@@ -156,11 +156,11 @@ def test_the_transform_paths_share_matches_numpy(corpus, variant):
         assert np.abs(gates.values - t).mean() > 0.05
 
 
-@pytest.mark.parametrize("variant, why", [
-    ("plain", "no carry path"), ("gru_gate", "not H·T + x·C")])
-def test_the_share_is_refused_where_it_says_nothing(corpus, variant, why):
-    with pytest.raises(ValueError, match=re.escape(why)):
-        token_gates(_model(corpus, variant, layers=1), corpus, gate="share")
+def test_plains_share_is_one_and_gru_gates_is_refused(corpus):
+    gates = token_gates(_model(corpus, "plain", layers=1), corpus, gate="share")
+    np.testing.assert_array_equal(gates.values, 1.0)  # y = H: no carry path
+    with pytest.raises(ValueError, match=re.escape("its output is not H·T + x·C")):
+        token_gates(_model(corpus, "gru_gate", layers=1), corpus, gate="share")
 
 
 def test_group_means_are_token_means(corpus):
@@ -338,10 +338,10 @@ def test_bad_input_is_one_line_and_exit_2(corpus, corpus_dir, tmp_path, capsys):
     _one_line_error(capsys, [*base, "--corpus", str(corpus_dir), "--gate", "C"],
                     "gate must be one the variant 'coupled' learns")
     _one_line_error(capsys, [*base, "--gate", "T"], "Drop --gate, or add --corpus")
-    plain = zoo.save(_model(corpus, "plain", layers=1), tmp_path / "plain")
-    _one_line_error(capsys, ["analyze", SMALL, "--weights", str(plain), "--corpus",
+    gru = zoo.save(_model(corpus, "gru_gate", layers=1), tmp_path / "gru_gate")
+    _one_line_error(capsys, ["analyze", SMALL, "--weights", str(gru), "--corpus",
                              str(corpus_dir), "--out", str(tmp_path / "out"), "--gate",
-                             "share"], "no carry path")
+                             "share"], "its output is not H·T + x·C")
     assert not (tmp_path / "out").exists()
 
 

@@ -54,8 +54,9 @@ def _analyze_arguments(p) -> None:
                    "(tokens.png, tokens.json, tokens.md; zoo/analysis/tokens.py)")
     p.add_argument("--gate", choices=["T", "C", "share"], help="with --corpus, the gate "
                    "measured: default T, or C for c_only; full learns both, each on its own. "
-                   "share: what the gates do, the transform path's share of each unit's "
-                   "output, |T·H| / (|T·H| + |C·x|), for the gated variants and residual")
+                   "share: what the gates do, the transform path's share of a word's "
+                   "output, Σ|T·H| / Σ(|T·H| + |C·x|), and how often H is 0; for every variant of "
+                   "Greff et al.'s six")
 
 
 def analyze(args) -> None:

@@ -22,10 +22,12 @@ What the gates do, rather than what they are (`gate="share"`): the transform pat
 a word's output, Σ|T·H| / Σ(|T·H| + |C·x|) summed over the layer's units (0: only the input
 passes, 1: only H does), one value per word and layer. A gate alone does not say which path
 dominates: Full can close T and C together, and H and x differ in size. Summed over units, a
-unit whose output is 0 on both paths (H = 0 where T = 1) weighs nothing. The share is measured
-for every variant whose output is y = H·T + x·C, Residual's (T = C = 1) included; Plain (C = 0:
-every share is 1) and gru_gate (its candidate is not H) are refused. With it the report gives
-how often H is exactly 0 (a ReLU that does not fire), per token and unit (`silent_h`).
+unit whose output is 0 on both paths (H = 0 where T = 1) weighs nothing (a word whose output
+is 0 on every unit counts as one half). The share is measured
+for every variant whose output is y = H·T + x·C: Residual's (T = C = 1) and Plain's (C = 0, so
+1 for every word) included; gru_gate (its candidate is not H) is refused. With it the report
+gives how often H is exactly 0 (a ReLU that does not fire), per token and unit (`silent_h`):
+a Plain layer whose H is silent outputs 0.
 
 Groups (every token of the split in exactly one group of each grouping):
 
@@ -111,7 +113,7 @@ def char_embedder(model):
 
 
 SHARE = "share"  # not a gate: the transform path's share of a word's output (module docstring)
-SHARE_VARIANTS = ("coupled", "full", "t_only", "c_only", "residual")
+SHARE_VARIANTS = ("coupled", "full", "t_only", "c_only", "residual", "plain")
 
 
 def _gates_of(variant: str) -> tuple[str, ...]:
@@ -278,10 +280,9 @@ def token_gates(model, corpus: Corpus, split: str = "test", *, gate: str | None 
         raise ValueError(f"{no_routing(variant)}.")
     if gate == SHARE and variant not in SHARE_VARIANTS:
         raise ValueError(
-            f"The highway layers of {embedder.name} are variant {variant!r}: "
-            + ("its output is H alone (no carry path), so H's share is 1 for every token"
-               if variant == "plain" else "its output is not H·T + x·C, so H's share is not "
-               "defined") + f". The share is measured for {', '.join(SHARE_VARIANTS)}.")
+            f"The highway layers of {embedder.name} are variant {variant!r}: its output is not "
+            f"H·T + x·C, so H's share of it is not defined. The share is measured for "
+            f"{', '.join(SHARE_VARIANTS)}.")
     gate = gate or gate_of(variant)
     if gate is None:
         raise ValueError(
