@@ -157,8 +157,22 @@ def test_the_transform_paths_share_matches_numpy(corpus, variant):
 
 
 def test_plains_share_is_one_and_gru_gates_is_refused(corpus):
-    gates = token_gates(_model(corpus, "plain", layers=1), corpus, gate="share")
+    model = _model(corpus, "plain", layers=1)
+    highway = model.get_layer("embedder").highways[0]
+    d = highway.kernel.shape[0]
+    bias = np.asarray(highway.bias)
+    bias[:d // 2] = -50.0  # half of H never fires; each word's output is still nonzero
+    highway.bias.assign(bias)
+    gates = token_gates(model, corpus, gate="share")
     np.testing.assert_array_equal(gates.values, 1.0)  # y = H: no carry path
+    bias[:d] = -50.0  # H is silent for every word: the output is 0, still all H's
+    highway.bias.assign(bias)
+    np.testing.assert_array_equal(token_gates(model, corpus, gate="share").values, 1.0)
+    residual = _model(corpus, "residual", layers=1)
+    highway = residual.get_layer("embedder").highways[0]
+    highway.bias.assign(np.full(highway.bias.shape, -50.0, "float32"))
+    silent = token_gates(residual, corpus, gate="share").values  # y = x: the carry path's
+    np.testing.assert_array_equal(silent, 0.0)
     with pytest.raises(ValueError, match=re.escape("its output is not H·T + x·C")):
         token_gates(_model(corpus, "gru_gate", layers=1), corpus, gate="share")
 
@@ -304,6 +318,8 @@ def test_cli_measures_residuals_share(corpus, corpus_dir, tmp_path):
     assert 0 < silent.mean() < 1  # some of H's ReLUs fire, some do not
     assert report["silent_h"]["tokens"][0] == pytest.approx(silent.mean(), abs=1e-5)
     assert report["silent_h"]["units_never_firing"] == [int(silent.all(axis=0).sum())]
+    assert report["silent_h"]["tokens_all_silent"][0] == pytest.approx(
+        silent.all(axis=-1).mean(), abs=1e-6)
     ranked = summarize(token_gates(model, corpus, "test", gate="share"), min_count=1)
     first = [w["mean"] for w in ranked["most_carried"]]  # least of H first
     assert first == sorted(first) and len(first) > 1

@@ -22,12 +22,12 @@ What the gates do, rather than what they are (`gate="share"`): the transform pat
 a word's output, Σ|T·H| / Σ(|T·H| + |C·x|) summed over the layer's units (0: only the input
 passes, 1: only H does), one value per word and layer. A gate alone does not say which path
 dominates: Full can close T and C together, and H and x differ in size. Summed over units, a
-unit whose output is 0 on both paths (H = 0 where T = 1) weighs nothing (a word whose output
-is 0 on every unit counts as one half). The share is measured
+unit whose output is 0 on both paths (H = 0 where T = 1) weighs nothing; a word whose output
+is 0 on every unit gets the gates' split, ΣT / Σ(T + C) (1 for Plain). The share is measured
 for every variant whose output is y = H·T + x·C: Residual's (T = C = 1) and Plain's (C = 0, so
 1 for every word) included; gru_gate (its candidate is not H) is refused. With it the report
-gives how often H is exactly 0 (a ReLU that does not fire), per token and unit (`silent_h`):
-a Plain layer whose H is silent outputs 0.
+gives how often H is exactly 0 (a ReLU that does not fire), per token and unit, and the
+tokens whose H is 0 on every unit (`silent_h`): a Plain layer outputs 0 for those.
 
 Groups (every token of the split in exactly one group of each grouping):
 
@@ -226,8 +226,9 @@ def _measure(layer, x, gate: str) -> np.ndarray:
             for f in (layer.transform_gate, layer.carry_gate))
     transformed = np.abs(t * h).sum(axis=-1, keepdims=True)
     both = transformed + np.abs(c * ops.convert_to_numpy(x)).sum(axis=-1, keepdims=True)
-    share = np.divide(transformed, both, out=np.full_like(both, 0.5), where=both > 0)
-    return share.astype(np.float32)
+    # Nothing passes either way: the gates' split is all there is to say.
+    split = t.sum(axis=-1, keepdims=True) / (t + c).sum(axis=-1, keepdims=True)
+    return np.where(both > 0, transformed / np.where(both > 0, both, 1), split).astype(np.float32)
 
 
 def embedder_gates(embedder, chars: np.ndarray, gate: str = "T",
@@ -497,12 +498,14 @@ def _over_units(gate: str) -> str:
 
 def _silent_h(model, corpus: Corpus, split: str, batch_size: int) -> dict[str, Any]:
     """How often each highway layer's H is exactly 0 (a ReLU that does not fire): the share of
-    (token, unit) pairs, and the units silent for every word of the split."""
+    (token, unit) pairs, of tokens with H silent on every unit, and the units silent for every
+    word of the split."""
     embedder = char_embedder(model)
     _, rows, counts, _ = word_types(corpus.split(split), corpus.chars)
     silent = embedder_gates(embedder, rows, "silent", batch_size)  # [types, layers, units]
     weights = counts / counts.sum()
     return {"tokens": np.tensordot(weights, silent, axes=1).mean(axis=-1).tolist(),
+            "tokens_all_silent": np.tensordot(weights, silent.all(axis=-1), axes=1).tolist(),
             "units_never_firing": silent.all(axis=0).sum(axis=-1).tolist(),
             "units": int(silent.shape[-1])}
 
@@ -527,6 +530,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"{n} {f:.1%}" for n, f in zip(layers, silent["tokens"])) + " of (token, unit) "
             "pairs" + (f" ({', '.join(f'{f:.1%}' for f in report['initial']['silent_h']['tokens'])}"
                        " at initialisation)" if report.get("initial") else "")
+            + "; tokens with H silent on every unit: " + ", ".join(
+                f"{n} {f:.1%}" for n, f in zip(layers, silent["tokens_all_silent"]))
             + "; units silent for every word: " + ", ".join(
                 f"{n} {k} of {silent['units']}"
                 for n, k in zip(layers, silent["units_never_firing"])) + ".")
