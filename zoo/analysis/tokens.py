@@ -241,7 +241,6 @@ def embedder_gates(embedder, chars: np.ndarray, gate: str = "T",
     returns its input: `zoo.analysis.lesioned`), i.e. the pooled CNN features; each layer's
     gate is then read from its input, and its output feeds the next layer.
     """
-
     from zoo.analysis.lesion import lesioned
 
     layers = embedder.highways
@@ -269,7 +268,7 @@ def token_gates(model, corpus: Corpus, split: str = "test", *, gate: str | None 
             the word frequencies.
         split: "train", "valid" or "test".
         gate: "T" or "C"; default T where the variant learns it, C for c_only. Or `SHARE`:
-            the transform path's share of each unit's output (module docstring).
+            the transform path's share of each word's output (module docstring).
         batch_size: word types per forward pass.
     """
     embedder = char_embedder(model)
@@ -467,16 +466,16 @@ def plot_tokens(report: dict[str, Any], path: str | os.PathLike | None = None,
     axes[3].bar(edges[:-1], histogram["tokens"], np.diff(edges), align="edge", color="C0")
     for label, style, value in references:
         axes[3].axvline(value, color="0.4", linestyle=style, linewidth=0.8, label=label)
-    axes[3].set_xlabel(f"{gate} of a token, " + ("over units" if gate == SHARE else
-                                                   "mean over units")
-                       + (" and layers" if len(layers) > 1 else ""), fontsize=8)
+    axes[3].set_xlabel(("H's share of a token's output" if gate == SHARE
+                        else f"{gate} of a token, mean over units")
+                       + (", mean over layers" if len(layers) > 1 else ""), fontsize=8)
     axes[3].set_ylabel("tokens", fontsize=8)
     axes[3].tick_params(labelsize=7)
     axes[3].set_title(f"distribution over tokens (std {np.mean(report['spread']['std']):.4f})",
                       fontsize=9)
     axes[0].legend(fontsize=7, loc="lower left")
     if gate == SHARE:
-        carried = "the transform path's, |T·H| / (|T·H| + |C·x|): 0 carries, 1 transforms"
+        carried = "the transform path's, Σ|T·H| / Σ(|T·H| + |C·x|): 0 carries, 1 transforms"
     elif _both_gates(report["variant"]):
         carried = ("H's share: 0 none, 1 all" if gate == "T"
                    else "the input's share: 0 none, 1 all")
@@ -493,7 +492,7 @@ def plot_tokens(report: dict[str, Any], path: str | os.PathLike | None = None,
 
 def _over_units(gate: str) -> str:
     """What a report's number is, e.g. "mean T over units"."""
-    return "share over units" if gate == SHARE else f"mean {gate} over units"
+    return "H's share of the output" if gate == SHARE else f"mean {gate} over units"
 
 
 def _silent_h(model, corpus: Corpus, split: str, batch_size: int) -> dict[str, Any]:
@@ -515,7 +514,8 @@ def markdown(report: dict[str, Any]) -> str:
     gate, layers = report["gate"], report["layers"]
     head = "| {} | tokens | types | " + " | ".join(f"mean {gate}, {n}" for n in layers) + " |"
     rule = "| --- | ---: | ---: | " + " | ".join("---:" for _ in layers) + " |"
-    lines = [f"{_over_units(gate).capitalize()} per token ({report['variant']} highway layers"
+    lines = [f"{_over_units(gate)[0].upper()}{_over_units(gate)[1:]} per token "
+             f"({report['variant']} highway layers"
              + ("; the transform path's share, Σ|T·H| / Σ(|T·H| + |C·x|)" if gate == SHARE
                 else "") + "); "
              f"{report['tokens']:,} tokens, {report['types']:,} word types. All tokens: "
@@ -543,7 +543,8 @@ def markdown(report: dict[str, Any]) -> str:
     for key, what in zip(("most_carried", "most_transformed"),
                          _word_lists(gate, report["variant"]), strict=True):
         lines += ["", f"{what} (training count >= {report['min_count']}; "
-                  f"{_over_units(gate)} and layers):", "",
+                  f"{_over_units(gate)}{', mean over' if gate == SHARE else ' and'} layers):",
+                  "",
                   f"| word | mean {gate} | training count | tokens here |",
                   "| --- | ---: | ---: | ---: |"]
         lines += [f"| {w['word']} | {w['mean']:.4f} | {w['train_count']:,} | {w['count']:,} |"
