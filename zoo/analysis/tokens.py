@@ -187,6 +187,7 @@ class TokenGates:
     train_counts: np.ndarray  # int64 [types]: occurrences in the training split
     values: np.ndarray  # float32 [types, layers, units]: the gate per unit
     token_type: np.ndarray  # int64 [tokens]: each token's type
+    silent: np.ndarray | None = None  # float32 [types, layers, units] with SHARE: 1 where H is 0
 
     @property
     def type_means(self) -> np.ndarray:
@@ -241,20 +242,28 @@ def embedder_gates(embedder, chars: np.ndarray, gate: str = "T",
     returns its input: `zoo.analysis.lesioned`), i.e. the pooled CNN features; each layer's
     gate is then read from its input, and its output feeds the next layer.
     """
+    return _embedder_measures(embedder, chars, (gate,), batch_size)[0]
+
+
+def _embedder_measures(embedder, chars: np.ndarray, measures: tuple[str, ...],
+                       batch_size: int) -> list[np.ndarray]:
+    """`embedder_gates` of each of `measures`, all in one pass over the words."""
     from zoo.analysis.lesion import lesioned
 
     layers = embedder.highways
-    batches = []
+    batches = {measure: [] for measure in measures}
     for start in range(0, len(chars), batch_size):
         batch = np.asarray(chars[start:start + batch_size], np.int32)
         with lesioned(*layers):
             x = embedder(batch)
-        per_layer = []
+        per_layer = {measure: [] for measure in measures}
         for layer in layers:
-            per_layer.append(_measure(layer, x, gate))
+            for measure in measures:
+                per_layer[measure].append(_measure(layer, x, measure))
             x = layer(x)
-        batches.append(np.stack(per_layer, axis=1))
-    return np.concatenate(batches)
+        for measure in measures:
+            batches[measure].append(np.stack(per_layer[measure], axis=1))
+    return [np.concatenate(batches[measure]) for measure in measures]
 
 
 def token_gates(model, corpus: Corpus, split: str = "test", *, gate: str | None = None,
@@ -301,11 +310,13 @@ def token_gates(model, corpus: Corpus, split: str = "test", *, gate: str | None 
     types, rows, counts, token_type = word_types(data, corpus.chars)
     train_types, _, train_counts, _ = word_types(corpus.train, corpus.chars)
     in_training = dict(zip(train_types, train_counts.tolist()))
+    measures = (gate, "silent") if gate == SHARE else (gate,)
+    values, *silent = _embedder_measures(embedder, rows, measures, batch_size)
     return TokenGates(
         gate=gate, variant=variant, layers=[layer.name for layer in embedder.highways],
         types=types, counts=counts,
         train_counts=np.array([in_training.get(w, 0) for w in types], np.int64),
-        values=embedder_gates(embedder, rows, gate, batch_size), token_type=token_type)
+        values=values, token_type=token_type, silent=silent[0] if silent else None)
 
 
 def _group(name: str, selected: np.ndarray, gates: TokenGates) -> dict[str, Any]:
@@ -370,6 +381,7 @@ def summarize(gates: TokenGates, *, min_count: int = 20, top: int = 15) -> dict[
         "min_count": min_count,
         "most_carried": _ranked(gates, min_count, top, carried=True),
         "most_transformed": _ranked(gates, min_count, top, carried=False),
+        **({"silent_h": _silent_h(gates)} if gates.silent is not None else {}),
     }
 
 
@@ -495,14 +507,12 @@ def _over_units(gate: str) -> str:
     return "H's share of the output" if gate == SHARE else f"mean {gate} over units"
 
 
-def _silent_h(model, corpus: Corpus, split: str, batch_size: int) -> dict[str, Any]:
+def _silent_h(gates: TokenGates) -> dict[str, Any]:
     """How often each highway layer's H is exactly 0 (a ReLU that does not fire): the share of
     (token, unit) pairs, of tokens with H silent on every unit, and the units silent for every
     word of the split."""
-    embedder = char_embedder(model)
-    _, rows, counts, _ = word_types(corpus.split(split), corpus.chars)
-    silent = embedder_gates(embedder, rows, "silent", batch_size)  # [types, layers, units]
-    weights = counts / counts.sum()
+    silent = gates.silent.astype(bool)  # [types, layers, units]
+    weights = gates.counts / gates.counts.sum()
     return {"tokens": np.tensordot(weights, silent, axes=1).mean(axis=-1).tolist(),
             "tokens_all_silent": np.tensordot(weights, silent.all(axis=-1), axes=1).tolist(),
             "units_never_firing": silent.all(axis=0).sum(axis=-1).tolist(),
@@ -568,16 +578,14 @@ def token_report(model, corpus: Corpus, out: str | os.PathLike, split: str = "te
     report = {"model": getattr(model, "name", None), **(describe or {}), "split": split,
               **summarize(gates, min_count=min_count, top=top),
               "parameters": _parameters(model, gates.gate)}
-    if gates.gate == SHARE:
-        report["silent_h"] = _silent_h(model, corpus, split, batch_size)
     if initial is not None:
         fresh = token_gates(initial, corpus, split, gate=gates.gate, batch_size=batch_size)
         initial_summary = summarize(fresh, min_count=min_count, top=0)
         report["initial"] = {"mean": initial_summary["overall"]["mean"],
                              "std": initial_summary["spread"]["std"],
                              "parameters": _parameters(initial, gates.gate)}
-        if gates.gate == SHARE:
-            report["initial"]["silent_h"] = _silent_h(initial, corpus, split, batch_size)
+        if "silent_h" in initial_summary:
+            report["initial"]["silent_h"] = initial_summary["silent_h"]
     report["files"] = {"json": TOKENS_FILE, "figure": TOKENS_FIGURE, "table": TOKENS_TABLE}
     report = jsonable(report, digits=5)
     plot_tokens(report, out / TOKENS_FIGURE, title=str(report.get("model") or ""))
