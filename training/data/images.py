@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from training.data import prepared_images
 from training.runtime import private_api
 
 if TYPE_CHECKING:
@@ -221,6 +222,8 @@ def load_dataset(
     """
     spec = _spec(name)
     user_dir = Path(data_dir).expanduser() if data_dir else None
+    if user_dir is not None and (prepared := _prepared_dir(name, user_dir)) is not None:
+        return _load_prepared(name, spec, prepared)
     tfds_dir = user_dir or Path(
         os.environ.get("TFDS_DATA_DIR") or "~/tensorflow_datasets"
     ).expanduser()
@@ -280,6 +283,32 @@ def load_dataset(
         num_test=builder.info.splits[spec.test_split].num_examples,
         source=f"tensorflow-datasets {builder.name} {builder.version} at {builder.data_path}",
     )
+
+
+def _prepared_dir(name: str, data_dir: Path) -> Path | None:
+    """`data_dir` or `data_dir/<name>` when `highway-zoo prepare-images` wrote it; a prepared
+    directory of another dataset is refused (never read as `name`)."""
+    for directory in (data_dir, data_dir / name):
+        if prepared_images.is_prepared(directory):
+            found = prepared_images.read_record(directory)["name"]
+            if found != name:
+                raise DatasetFileError(
+                    f"{directory} holds {found} (prepared by highway-zoo prepare-images), not "
+                    f"{name}: pass the directory prepared for {name}.")
+            return directory
+    return None
+
+
+def _load_prepared(name: str, spec: DatasetSpec, directory: Path) -> Dataset:
+    record = prepared_images.read_record(directory)
+    train, test = (Examples(*prepared_images.read_split(directory, split))
+                   for split in ("train", "test"))
+    if train.images.shape[1:] != spec.image_shape:
+        raise DatasetFileError(f"{directory}: images of {train.images.shape[1:]}, expected "
+                               f"{spec.image_shape} for {name}; prepare it again.")
+    return Dataset(name=name, train=train, test=test, num_classes=spec.num_classes,
+                   image_shape=spec.image_shape, num_train=len(train), num_test=len(test),
+                   source=prepared_images.describe_source(record) + f" at {directory}")
 
 
 # Training images a full-integer TFLite file is calibrated on (TensorFlow's guide: "about
