@@ -99,8 +99,8 @@ def _image_arguments(p) -> None:
 def prepare_images(args) -> None:
     from training.data import prepared_images
 
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+    def progress(line: str) -> None:  # on stdout: stderr carries only an error's one line
+        print(line, flush=True)
 
     start = time.perf_counter()
     record = prepared_images.prepare_images(args.dataset, args.source, args.out,
