@@ -3,10 +3,10 @@
 Each command lives in one module of this package (`models`: list, describe; `data`:
 prepare-text, prepare-images; `train`; `serving`: export, predict, generate; `analysis`:
 analyze, tensorboard; `tune`; `experiments`: demo, sweep, bias-study, variants, fig1,
-transfer, pretrain; `bench`) whose `COMMANDS` maps each command name to a function that adds
-its arguments and a function that runs it. A command's module is imported only when that
-command runs (as pip does), so `--help`, `list` and `describe` import neither Keras nor
-TensorFlow and answer at once.
+nips-table, transfer, pretrain; `bench`) whose `COMMANDS` maps each command name to a
+function that adds its arguments and a function that runs it. A command's module is imported
+only when that command runs (as pip does), so `--help`, `list` and `describe` import neither
+Keras nor TensorFlow and answer at once.
 
 Errors: a mistake the user can fix is one line on stderr and exit status 2 (1 for a run that
 failed on its own, 130 / 143 for Ctrl-C / SIGTERM); a bug keeps its traceback.
@@ -46,6 +46,8 @@ COMMANDS = {
                  "depth, at equal width and matched parameters"),
     "fig1": ("experiments", "NIPS 2015 Fig. 1 by the paper's protocol: a random search "
              "per (plain | highway) x depth"),
+    "nips-table": ("experiments", "NIPS 2015 Tables 1-3 point by point: the conv nets with "
+                   "their released solvers on the paper's data, over seeds (resumable)"),
     "transfer": ("experiments", "transfer learning: a Fashion-MNIST body fine-tuned on MNIST "
                  "against training from scratch"),
     "pretrain": ("experiments", "make the weights shipped in zoo/pretrained/ (maintainers)"),
@@ -64,6 +66,7 @@ COMMANDS = {
 LIGHT = ("list", "describe", "prepare-text", "prepare-images")
 # Commands that pick up where they stopped when run again with the same arguments.
 RESUMABLE = {"train": "the run resumes from its last checkpoint",
+             "nips-table": "finished runs are kept, an interrupted one resumes",
              "tune": "finished trials are kept", "fig1": "finished trials are kept"}
 
 

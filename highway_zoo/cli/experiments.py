@@ -1,5 +1,5 @@
-"""The experiments' commands: demo, sweep, bias-study, variants, fig1, transfer, pretrain
-(training/experiments/)."""
+"""The experiments' commands: demo, sweep, bias-study, variants, fig1, nips-table, transfer,
+pretrain (training/experiments/)."""
 
 from __future__ import annotations
 
@@ -279,12 +279,42 @@ def pretrain(args) -> None:
     run_from_args(args)
 
 
+# --- nips-table -------------------------------------------------------------------
+
+
+def _nips_table_arguments(p) -> None:
+    from training.experiments.nips_tables import TABLES
+
+    p.add_argument("table", type=int, choices=sorted(TABLES),
+                   help="1: MNIST, highway_conv16/32_mnist; 2: CIFAR-10, Highway A, B, C; "
+                   "3: CIFAR-10, highway_cifar10")
+    add_data_dir(p)
+    p.add_argument("--models", nargs="+", metavar="NAME", help="only these of the table's nets")
+    p.add_argument("--seeds", type=positive, metavar="N",
+                   help="seeds per net (default: table 1 three of width 16 and two of width "
+                   "32; tables 2 and 3 one)")
+    add_epochs(p)
+    p.add_argument("--recipe", help="paper (default: each net's released solver), quick or a "
+                   "recipe name")
+    add_out(p, "output directory", "runs/nips-table-TIME", resumable=True)
+    add_in_process(p)
+
+
+def nips_table(args) -> None:
+    from training.experiments.nips_tables import nips_table as nips_table_
+
+    nips_table_(args.table, data_dir=args.data_dir, models=args.models, seeds=args.seeds,
+                epochs=args.epochs, recipe=args.recipe, out=args.out,
+                isolate=not args.in_process)
+
+
 COMMANDS = {
     "demo": (_demo_arguments, demo),
     "sweep": (_sweep_arguments, sweep),
     "bias-study": (_bias_study_arguments, bias_study),
     "variants": (_variants_arguments, variants),
     "fig1": (_fig1_arguments, fig1),
+    "nips-table": (_nips_table_arguments, nips_table),
     "transfer": (_transfer_arguments, transfer),
     "pretrain": (_pretrain_arguments, pretrain),
 }

@@ -1,0 +1,82 @@
+"""Tests of `highway-zoo nips-table` (training/experiments/nips_tables.py): a tiny study on
+data the test prepares, its records against the run's own history, the paper's form of the
+table, and a study under way."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_prepared_images import mnist_arrays, write_folder
+
+from highway_zoo import cli
+from training.data import prepare_images
+from training.experiments import nips_tables
+
+
+@pytest.fixture(scope="module")
+def tiny_mnist(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    folder = write_folder(root / "pngs", mnist_arrays(), [str(d) for d in range(10)])
+    prepare_images("mnist", folder, root / "prepared")
+    return root / "prepared"
+
+
+def test_a_tiny_table_1_reports_best_and_mean_over_its_seeds(tiny_mnist, tmp_path, capsys):
+    out = tmp_path / "study"
+    assert cli.main(["nips-table", "1", "--data-dir", str(tiny_mnist), "--models",
+                     "highway_conv16_mnist", "--seeds", "2", "--epochs", "2", "--in-process",
+                     "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    runs = results["runs"]
+    assert [(r["model"], r["seed"], r["epochs"], r["finished"]) for r in runs] == [
+        ("highway_conv16_mnist", 0, 2, True), ("highway_conv16_mnist", 1, 2, True)]
+    for run in runs:  # the record is the run's own history, in %
+        history = json.loads((out / f"highway_conv16_mnist_seed{run['seed']}" /
+                              "history.json").read_text())
+        assert run["test_accuracy_curve"] == pytest.approx(
+            [100 * e["val_accuracy"] for e in history])
+        assert run["test_accuracy"] == run["test_accuracy_curve"][-1]
+    final = np.array([r["test_accuracy"] for r in runs])
+    (row,) = results["summary"]
+    assert row["best"] == pytest.approx(final.max()) and row["std"] == pytest.approx(final.std())
+    assert results["settings"]["data"]["num_train"] == 30  # the prepared data, not a stand-in
+    table = (out / "table.md").read_text()
+    assert f"{final.max():.2f} ({final.mean():.2f} ± {final.std():.2f})" in table
+    assert "99.43 (99.40 ± 0.03)" in table and "| 2 | 2 |" in table
+    assert (out / "accuracy.png").stat().st_size > 0
+
+
+def record(model, seed, curve, finished=True, planned=300):
+    return {"model": model, "seed": seed, "finished": finished, "epochs": len(curve),
+            "epochs_planned": planned, "test_accuracy": curve[-1],
+            "test_accuracy_curve": curve}
+
+
+def test_a_study_under_way_says_how_far_each_net_trained():
+    runs = [record("highway_conv16_mnist", 0, [98.0, 99.0], finished=False),
+            record("highway_conv16_mnist", 1, [98.5], finished=False)]
+    rows = nips_tables.summary(runs, ["highway_conv16_mnist", "highway_conv32_mnist"])
+    assert [r["model"] for r in rows] == ["highway_conv16_mnist"]  # no run: no row
+    text = nips_tables.table(rows, "MNIST")
+    assert "1/2 of 300" in text and "99.00 (98.75 ± 0.25)" in text
+
+
+def test_one_seed_shows_no_spread_and_cifar_from_jpeg_is_named_so():
+    rows = nips_tables.summary([record("highway_a_cifar10", 0, [80.0, 85.5], planned=400)],
+                               ["highway_a_cifar10"])
+    note = nips_tables.data_note({"name": "cifar10", "source": "cifar10 prepared by highway-zoo"
+                                  " from image folder (NOT the standard files, lossy (JPEG); "})
+    text = nips_tables.table(rows, note)
+    assert note == "CIFAR-10 (JPEG copy)" and "CIFAR-10 (JPEG copy)" in text
+    assert "| 85.50 |" in text and "±" not in text.split("\n")[2].split("|")[5]
+    assert "| 89.18 |" in text
+
+
+def test_a_net_not_in_the_table_is_one_line(tiny_mnist, tmp_path, capsys):
+    code = cli.main(["nips-table", "1", "--data-dir", str(tiny_mnist), "--models",
+                     "highway_a_cifar10", "--out", str(tmp_path / "o")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Table 1 has highway_conv16_mnist" in lines[0]
+    assert not (tmp_path / "o").exists()
