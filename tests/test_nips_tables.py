@@ -5,6 +5,7 @@ table, and a study under way."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -59,7 +60,7 @@ def test_a_study_under_way_says_how_far_each_net_trained():
             record("highway_conv16_mnist", 1, [98.5], finished=False)]
     rows = nips_tables.summary(runs, ["highway_conv16_mnist", "highway_conv32_mnist"])
     assert [r["model"] for r in rows] == ["highway_conv16_mnist"]  # no run: no row
-    text = nips_tables.table(rows, "MNIST")
+    text = nips_tables.paper_table(rows, "MNIST")
     assert "1/2 of 300" in text and "99.00 (98.75 ± 0.25)" in text
 
 
@@ -68,7 +69,7 @@ def test_one_seed_shows_no_spread_and_cifar_from_jpeg_is_named_so():
                                ["highway_a_cifar10"])
     note = nips_tables.data_note({"name": "cifar10", "source": "cifar10 prepared by highway-zoo"
                                   " from image folder (NOT the standard files, lossy (JPEG); "})
-    text = nips_tables.table(rows, note)
+    text = nips_tables.paper_table(rows, note)
     assert note == "CIFAR-10 (JPEG copy)" and "CIFAR-10 (JPEG copy)" in text
     assert "| 85.50 |" in text and "±" not in text.split("\n")[2].split("|")[5]
     assert "| 89.18 |" in text
@@ -80,3 +81,21 @@ def test_a_net_not_in_the_table_is_one_line(tiny_mnist, tmp_path, capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Table 1 has highway_conv16_mnist" in lines[0]
     assert not (tmp_path / "o").exists()
+
+
+def test_a_snapshot_of_a_study_under_way(tiny_mnist, tmp_path, capsys):
+    """The study interrupted after its first run: the snapshot shows that run, and says one
+    of the two planned runs finished."""
+    out = tmp_path / "study"
+    assert cli.main(["nips-table", "1", "--data-dir", str(tiny_mnist), "--models",
+                     "highway_conv16_mnist", "--seeds", "2", "--epochs", "1", "--in-process",
+                     "--out", str(out)]) == 0
+    shutil.rmtree(out / "highway_conv16_mnist_seed1")
+    capsys.readouterr()
+    assert cli.main(["nips-table", "1", "--out", str(out), "--snapshot",
+                     str(tmp_path / "page")]) == 0
+    table = (tmp_path / "page" / "table.md").read_text()
+    assert "1 of 2 runs finished, 1 started" in table and "| 1 | 1 |" in table
+    assert json.loads((tmp_path / "page" / "results.json").read_text())["runs"][0]["seed"] == 0
+    one_line = cli.main(["nips-table", "2", "--out", str(out), "--snapshot", str(tmp_path / "x")])
+    assert one_line == 2 and "a study of Table 1, not 2" in capsys.readouterr().err

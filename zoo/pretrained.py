@@ -6,6 +6,8 @@ and tested on, the recipe, the command, the test accuracy measured. A file is fe
 `keras.utils.get_file(file_hash=sha256)` into the Keras cache
 (`~/.keras/models/highway_zoo/`), from its `origin` URL or, for the files shipped inside
 the package, from the package itself; the sha256 is checked before anything is loaded.
+`zoo/pretrained/pending.json` (data too) says, per architecture whose paper number is being
+reproduced, why its weights are not shipped yet: `zoo.load` says so in one line.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 PACKAGE_DIR = Path(__file__).parent / "pretrained"
 INDEX = PACKAGE_DIR / "index.json"
+PENDING = PACKAGE_DIR / "pending.json"
 CACHE_SUBDIR = "models/highway_zoo"
 
 
@@ -28,9 +31,21 @@ def index() -> dict[str, dict[str, Any]]:
     return json.loads(INDEX.read_text(encoding="utf-8"))
 
 
+@cache
+def pending() -> dict[str, str]:
+    """Architecture name -> why its weights are not shipped yet."""
+    if not PENDING.is_file():
+        return {}
+    return json.loads(PENDING.read_text(encoding="utf-8"))
+
+
 def record(name: str) -> dict[str, Any]:
     """The default-weights record of `name`; a clear error if there is none."""
     entries = index()
+    if name not in entries and (why := pending().get(name)):
+        raise ValueError(f"No weights for {name!r} yet: {why} Train your own with "
+                         f"`highway-zoo train {name} --data-dir DIR --out RUN` and pass "
+                         "weights=RUN.")
     if name not in entries:
         have = ", ".join(sorted(entries)) or "none"
         raise ValueError(

@@ -298,10 +298,22 @@ def _nips_table_arguments(p) -> None:
                    "recipe name")
     add_out(p, "output directory", "runs/nips-table-TIME", resumable=True)
     add_in_process(p)
+    p.add_argument("--snapshot", metavar="DEST",
+                   help="train nothing: write DEST/table.md, accuracy.png and results.json of "
+                   "the study at --out as it stands (runs finished and under way)")
 
 
 def nips_table(args) -> None:
     from training.experiments.nips_tables import nips_table as nips_table_
+    from training.experiments.nips_tables import snapshot
+
+    if args.snapshot is not None:
+        if args.out is None:
+            raise ValueError("--snapshot needs --out, the study's directory.")
+        rows = snapshot(args.out, args.snapshot, table=args.table)
+        print(f"Wrote {args.snapshot}/table.md, accuracy.png and results.json ({len(rows)} "
+              "nets with an epoch done)")
+        return
 
     nips_table_(args.table, data_dir=args.data_dir, models=args.models, seeds=args.seeds,
                 epochs=args.epochs, recipe=args.recipe, out=args.out,

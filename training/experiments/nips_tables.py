@@ -14,7 +14,8 @@ too (it picks on the test set, as Caffe's logs do, so it is optimistic). Writes,
     table.md                per model: parameters, seeds, epochs, best (mean ± std), the paper's
     accuracy.png            test error per epoch, a line per run, the paper's best dashed
 
-`run_record(run_dir)` reads a run finished or not, so a page can show a study under way.
+`run_record(run_dir)` reads a run finished or not, and `snapshot(study_dir, dest)` (`--snapshot`)
+writes the table and figure of a study under way.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def _paper(row: dict[str, Any]) -> str:
     return f"{row['paper_best']:.2f}{spread}"
 
 
-def table(rows: Sequence[dict[str, Any]], data_note: str) -> str:
+def paper_table(rows: Sequence[dict[str, Any]], data_note: str) -> str:
     """The table in the paper's form, with how far each net trained."""
     def epochs(row):
         done = sorted(set(row["epochs"]))
@@ -217,7 +218,7 @@ class NipsTableStudy(Study):
         return summary(runs, self.models)
 
     def table(self, summary: Sequence[dict[str, Any]]) -> str:
-        return table(summary, data_note(self.data_record))
+        return paper_table(summary, data_note(self.data_record))
 
     def results(self, runs, summary) -> dict[str, Any]:
         return {"settings": self.settings(), "std": STD_NOTE, "paper": PAPER,
@@ -226,6 +227,42 @@ class NipsTableStudy(Study):
     def figure(self, results: dict[str, Any], out: Path) -> None:
         plot(results["summary"], results["runs"], out / self.figure_file,
              f"NIPS 2015 Table {self.number} on {data_note(self.data_record)}")
+
+
+def snapshot(study_dir: str | os.PathLike, dest: str | os.PathLike,
+             table: int | None = None) -> list[dict[str, Any]]:
+    """Writes `dest`/results.json, table.md and accuracy.png for the study in `study_dir` as it
+    stands, its runs finished or under way (`run_record`); trains nothing. Returns the rows."""
+    import json
+
+    from training.experiments.study import STUDY_FILE
+    from zoo.files import write_text
+
+    study_dir, dest = Path(study_dir), Path(dest)
+    study_file = study_dir / STUDY_FILE
+    if not study_file.is_file():
+        raise FileNotFoundError(f"{study_dir} holds no {STUDY_FILE}: pass the --out of a "
+                                "`highway-zoo nips-table` study.")
+    settings = json.loads(study_file.read_text(encoding="utf-8"))
+    if table is not None and settings.get("table") != table:
+        raise ValueError(f"{study_dir} is a study of Table {settings.get('table')}, not "
+                         f"{table}.")
+    models = list(settings["seeds"])
+    runs = [run_record(path.parent) for path in sorted(study_dir.glob("*_seed*/history.json"))]
+    rows = summary(runs, models)
+    planned = sum(settings["seeds"].values())
+    done = sum(r["finished"] for r in runs)
+    note = data_note(settings["data"])
+    dest.mkdir(parents=True, exist_ok=True)
+    write_text(dest / "results.json", json.dumps(
+        {"settings": settings, "std": STD_NOTE, "paper": PAPER, "summary": rows, "runs": runs},
+        indent=1) + "\n", overwrite=True)
+    write_text(dest / "table.md", paper_table(rows, note) + f"\n{done} of {planned} runs "
+               f"finished, {len(runs)} started (code {settings['code'].get('commit', '?')[:7]}).\n",
+               overwrite=True)
+    plot(rows, runs, dest / "accuracy.png", f"NIPS 2015 Table {settings['table']} on {note} "
+         f"({done} of {planned} runs finished)")
+    return rows
 
 
 def data_note(data: dict[str, Any]) -> str:
