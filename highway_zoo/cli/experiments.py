@@ -311,8 +311,8 @@ def nips_table(args) -> None:
         if args.out is None:
             raise ValueError("--snapshot needs --out, the study's directory.")
         rows = snapshot(args.out, args.snapshot, table=args.table)
-        print(f"Wrote {args.snapshot}/table.md, accuracy.png and results.json ({len(rows)} "
-              "nets with an epoch done)")
+        print(f"Wrote {args.snapshot}/table.md, accuracy.png and results.json (nets with an "
+              f"epoch done: {len(rows)})")
         return
 
     nips_table_(args.table, data_dir=args.data_dir, models=args.models, seeds=args.seeds,

@@ -126,7 +126,7 @@ def paper_table(rows: Sequence[dict[str, Any]], data_note: str) -> str:
                 if not row["finished"] else str(row["epochs_planned"]))
 
     return format_table(
-        ["net", "parameters", "seeds", "epochs", f"test accuracy % ({data_note})",
+        ["net", "parameters", "seeds", "epochs", f"test accuracy %, {data_note}",
          "paper (best of 5, mean ± std)"],
         [[f"`{r['model']}`", f"{r['params']:,}", len(r["seeds"]), epochs(r), _ours(r), _paper(r)]
          for r in rows],
@@ -139,6 +139,7 @@ def plot(rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], path: P
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for run in sorted(runs, key=lambda r: (r["model"], r["seed"])):
@@ -150,6 +151,8 @@ def plot(rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], path: P
             ax.axhline(100 - row["paper_best"], color=_COLORS.get(row["model"], "k"), ls="--",
                        lw=1, label=f"{row['model']}: the paper's best")
     ax.set(xlabel="epoch", ylabel="test error % (log)", yscale="log", title=title)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, path)
