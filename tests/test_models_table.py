@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import statistics
 from pathlib import Path
 
@@ -258,3 +259,19 @@ def test_keep_refuses_in_one_line_what_would_make_a_mixed_table(tmp_path, capsys
     refused(["--models", "highway_fc10_mnist,plain_fc10_mnist", "--keep", "--out", str(out)],
             r"was measured on 'elsewhere'")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models_table.json"]  # nothing new
+
+
+def test_facts_only_rewrites_the_csv_from_the_recorded_runs(tmp_path, capsys):
+    """The committed CSV is what --facts-only makes of the committed runs and today's registry
+    (so shipped weights reach the table without re-measuring); a JSON lacking a model is one
+    line."""
+    out = tmp_path / "models_table.json"
+    shutil.copyfile(models_table.RESULTS, out)
+    assert models_table.main(["--facts-only", "--out", str(out)]) == 0
+    assert (tmp_path / "models.csv").read_text() == CSV.read_text()
+    record = json.loads(out.read_text())
+    del record["runs"]["highway_fc10_mnist"]
+    out.write_text(json.dumps(record))
+    capsys.readouterr()
+    assert models_table.main(["--facts-only", "--out", str(out)]) == 2
+    assert "has no run of highway_fc10_mnist" in capsys.readouterr().err

@@ -319,6 +319,9 @@ def parser() -> argparse.ArgumentParser:
                    help="measure only --models and keep every other registered model's runs "
                    "from --out's JSON (same settings and machine), so a new registration gets "
                    "its row without re-measuring the rest")
+    p.add_argument("--facts-only", action="store_true",
+                   help="measure nothing: rewrite the CSV from --out's JSON runs and the "
+                   "registry as it is now (after weights ship or a paper number changes)")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds one model's process may take before the run fails")
     return p
@@ -359,9 +362,35 @@ def kept_runs(out: Path, measured: list[str], settings: dict) -> tuple[dict, dic
     return runs, earlier
 
 
+def rewrite_facts(out: Path) -> list[dict]:
+    """The CSV next to `out` rewritten from the runs `out` records (the speeds as measured)
+    and the registry's facts as they are now (weights, accuracies, paper numbers)."""
+    import zoo
+
+    if not Path(out).is_file():
+        raise ValueError(f"--facts-only rewrites the CSV from {out}, which does not exist; "
+                         "measure the models first")
+    runs = json.loads(Path(out).read_text(encoding="utf-8"))["runs"]
+    if missing := [n for n in zoo.list_models() if n not in runs]:
+        raise ValueError(f"--facts-only: {out} has no run of {', '.join(missing)}; measure "
+                         "them with --models ... --keep")
+    rows = [row(zoo.describe(n), runs[n]) for n in zoo.list_models()]
+    write_csv(Path(out).with_name(CSV_NAME), rows)
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     import zoo
 
+    if args.facts_only:
+        try:
+            rows = rewrite_facts(args.out)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        print(f"Rewrote {Path(args.out).with_name(CSV_NAME)}: {len(rows)} rows, speeds as "
+              "measured")
+        return 0
     if args.keep and not args.models:
         print("--keep keeps every model but those --models names: pass --models",
               file=sys.stderr)
