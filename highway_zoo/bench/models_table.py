@@ -405,6 +405,11 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as error:
             print(error, file=sys.stderr)
             return 2
+    if (load := os.getloadavg()[0]) > 0.5 * (os.cpu_count() or 1):
+        # The 2026-11-26 table was measured at loads of 6-16 on 2 cores: 10-20x below `fit`.
+        print(f"warning: the machine is busy (load average {load:.1f} on {os.cpu_count()} "
+              "cores): the speeds will be far below an idle machine's; measure on an idle one",
+              file=sys.stderr)
     metas = {name: zoo.describe(name) for name in names}
     plan = [(name, batch_size(metas[name], args.batch_size, args.large_batch_size))
             for name in names]

