@@ -16,6 +16,8 @@ A language model's export (zoo/serving/language_model.py) takes words instead:
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,7 +161,22 @@ def next_words(fn, words: list[str], top: int) -> NextWords:
 
     if not words:
         raise ValueError("Give the words of a sentence to continue, e.g. `the cat`.")
-    out = fn(**{WORDS: tf.constant([words])})
+    try:
+        out = fn(**{WORDS: tf.constant([words])})
+    except tf.errors.InvalidArgumentError as error:  # the signature's checks of the spelling
+        raise ValueError(_refusal(error.message)) from None
     found = out["top_words"].numpy()[0, -1][:top]
     probabilities = out["top_probabilities"].numpy()[0, -1][:top]
     return NextWords(words, [(w.decode(), float(p)) for w, p in zip(found, probabilities)])
+
+
+def _refusal(message: str) -> str:
+    """The exported signature's refusal (a `tf.debugging.Assert`: "assertion failed: [what:]
+    [the words]" and the graph node) as one line that says how to fix it."""
+    found = re.search(r"assertion failed: \[(.*?):?\] \[(.*?)\]", message, re.S)
+    if found is None:
+        return " ".join(message.split())
+    what, which = found.groups()
+    return (f"{what}: {which}. Give the words as the model's training text spells them "
+            "(Mikolov's PTB: lower case, numbers as N, rare words as <unk>).")
+
