@@ -17,7 +17,6 @@ A language model's export (zoo/serving/language_model.py) takes words instead:
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from pathlib import Path
 
