@@ -149,3 +149,16 @@ def test_a_corrupted_cached_copy_is_replaced_and_a_wrong_record_refused(monkeypa
     shutil.rmtree(cached.parent)
     with pytest.raises(ValueError, match="hash does not match"):
         zoo.load(name, weights="default")
+
+
+def test_loading_shipped_weights_prints_no_download(capfd):
+    """A file the package holds is copied into the cache without Keras's "Downloading data
+    from file://..." line and progress bar (nothing is downloaded), and is hash-checked."""
+    name = sorted(INDEX)[0]
+    cached = pretrained.fetch(name)
+    cached.unlink()
+    capfd.readouterr()
+    assert pretrained.fetch(name) == cached and sha256_of(cached) == INDEX[name]["sha256"]
+    zoo.load(name, weights="default")
+    out, err = capfd.readouterr()
+    assert "Downloading" not in out + err and "step" not in out + err, out + err

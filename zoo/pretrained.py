@@ -61,28 +61,37 @@ def fetch(name: str) -> Path:
     import keras
 
     entry = record(name)
-    origin = entry.get("origin") or (PACKAGE_DIR / entry["file"]).as_uri()
-    return Path(
-        keras.utils.get_file(
-            fname=entry["file"],
-            origin=origin,
-            file_hash=entry["sha256"],
-            hash_algorithm="sha256",
-            cache_subdir=CACHE_SUBDIR,
-        )
-    )
+    if "origin" in entry:  # a real download: Keras's progress bar says how it goes
+        return Path(keras.utils.get_file(
+            fname=entry["file"], origin=entry["origin"], file_hash=entry["sha256"],
+            hash_algorithm="sha256", cache_subdir=CACHE_SUBDIR))
+    return _from_package(entry["file"], entry["sha256"])
+
+
+def _from_package(file: str, sha256: str) -> Path:
+    """A file the package holds, copied into the Keras cache and hash-checked by
+    `keras.utils.get_file`, without the "Downloading data from file://..." line and progress
+    bar it prints for a download (nothing is downloaded)."""
+    import keras
+
+    quiet = keras.config.is_interactive_logging_enabled()
+    if quiet:
+        keras.config.disable_interactive_logging()  # get_file's messages go to absl's log
+    try:
+        return Path(keras.utils.get_file(
+            fname=file, origin=(PACKAGE_DIR / file).as_uri(), file_hash=sha256,
+            hash_algorithm="sha256", cache_subdir=CACHE_SUBDIR))
+    finally:
+        if quiet:
+            keras.config.enable_interactive_logging()
 
 
 def vocabulary(name: str) -> dict[str, list[str]] | None:
     """The words and characters a shipped language model's weights were trained with (its
     record's `vocabulary` file, hash-checked like the weights); None for other nets."""
-    import keras
-
     entry = record(name).get("vocabulary")
     if entry is None:
         return None
-    path = keras.utils.get_file(
-        fname=entry["file"], origin=(PACKAGE_DIR / entry["file"]).as_uri(),
-        file_hash=entry["sha256"], hash_algorithm="sha256", cache_subdir=CACHE_SUBDIR)
+    path = _from_package(entry["file"], entry["sha256"])
     found = json.loads(Path(path).read_text(encoding="utf-8"))
     return {"words": list(found["words"]), "chars": list(found["chars"])}
