@@ -4,6 +4,7 @@ version outside them gives one line (or, where a public path exists, a warning a
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -188,8 +189,43 @@ print("not reached", flush=True)
 """
 
 
-def test_exit_without_teardown_runs_the_handlers_and_skips_the_teardown():
-    fast = _child(EXITING.format(exit="private_api.exit_without_teardown"))
-    assert (fast.returncode, fast.stdout) == (3, "handler ran\n"), fast.stderr[-3000:]
-    ordinary = _child(EXITING.format(exit="sys.exit"))  # what the fast exit leaves out
+def _allowed_pythons() -> list[str]:
+    """The minor versions pyproject.toml's requires-python allows: ">=3.11,<3.14"."""
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    low, high = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", spec).groups()
+    return [f"3.{minor}" for minor in range(int(low), int(high))]
+
+
+def test_pythons_tested_range_is_the_packages():
+    """Every Python the package allows is in the door's tested range, and no other: no
+    command warns on a Python pip installs it for."""
+    allowed = _allowed_pythons()
+    assert TESTED["python"] == (allowed[0], f"3.{int(allowed[-1].split('.')[1]) + 1}")
+
+
+def _interpreter(version: str) -> str | None:
+    if version == f"{sys.version_info.major}.{sys.version_info.minor}":
+        return sys.executable
+    found = shutil.which(f"python{version}")
+    return found if found and "shims" not in found else next(
+        iter(sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python"))), found)
+
+
+@pytest.mark.parametrize("version", _allowed_pythons())
+def test_exit_without_teardown_runs_the_handlers_and_skips_the_teardown(version):
+    """On each Python the package allows (the door's module needs only the standard library,
+    so any interpreter of that version runs it)."""
+    python = _interpreter(version)
+    if python is None:
+        pytest.skip(f"no Python {version} on this machine")
+
+    def child(code):
+        return subprocess.run([python, "-c", "import sys; sys.path.insert(0, '.')\n" + code],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+    assert child("import sys; print(sys.version_info[:2])").stdout.strip() == str(
+        tuple(map(int, version.split("."))))
+    fast = child(EXITING.format(exit="private_api.exit_without_teardown"))
+    assert (fast.returncode, fast.stdout, fast.stderr) == (3, "handler ran\n", ""), fast.stderr
+    ordinary = child(EXITING.format(exit="sys.exit"))  # what the fast exit leaves out
     assert (ordinary.returncode, ordinary.stdout) == (3, "handler ran\nteardown ran\n")

@@ -38,7 +38,7 @@ TESTED = {
     "keras": ("3.15", "3.16"),
     "tensorflow": ("2.21", "2.22"),
     "tensorflow_datasets": ("4.9.10", "4.10"),
-    "python": ("3.11", "3.12"),
+    "python": ("3.11", "3.14"),  # pyproject.toml's requires-python; each tested
 }
 
 
