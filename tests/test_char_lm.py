@@ -262,8 +262,9 @@ def _check_repeats(out, uninterrupted, resumed):
     assert resumed["test_perplexity"] == whole["test_perplexity"]  # bit for bit
     a = json.loads((whole_dir / "history.json").read_text())
     b = json.loads((out / "history.json").read_text())
-    for key in ("loss", "val_loss", "val_perplexity", "learning_rate"):
+    for key in ("epoch", "loss", "val_loss", "val_perplexity", "learning_rate"):
         assert [e[key] for e in b] == [e[key] for e in a], key
+    assert [e["epoch"] for e in b] == list(range(1, len(b) + 1))  # as image runs number them
     run = json.loads((out / "run.json").read_text())
     assert run["resumed"][0]["epoch"] == 2 and run["status"] == "finished"
     assert not (out / "checkpoint").exists()
@@ -298,6 +299,10 @@ def _as_an_earlier_version_left_it(corpus, out):
         "file": f"epoch-{epoch}.keras", "train_seconds": latest["train_seconds"]}))
     for path in [*directory.glob("ckpt-*.npz"), directory / "checkpoint.json"]:
         path.unlink()
+    # and its history.json numbered the epochs from 0
+    history = json.loads((out / "history.json").read_text())
+    (out / "history.json").write_text(json.dumps(
+        [{**entry, "epoch": entry["epoch"] - 1} for entry in history]))
     for key in ("distribution", "role", "checkpoint_every"):  # not recorded then
         run.pop(key)
     (out / "run.json").write_text(json.dumps(run))

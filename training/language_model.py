@@ -16,7 +16,7 @@ directory, with perplexities::
 
     run.json          command, versions, seed, recipe, corpus, model metadata, status,
                       timeline
-    history.json      per epoch (0-based): loss, perplexity, val_loss, val_perplexity (the
+    history.json      per epoch (from 1): loss, perplexity, val_loss, val_perplexity (the
                       validation split), learning_rate, seconds, tokens_per_second
     checkpoint/       the latest checkpoint while the run is going (`training.checkpoints`:
                       weights, carried LSTM states, dropout seeds, optimizer state)
@@ -383,7 +383,7 @@ class LanguageModelTask(Task):
         return callbacks
 
     def history_entry(self, epoch: int, logs: dict[str, float]) -> dict[str, Any]:
-        return {"epoch": epoch, **logs}  # 0-based, as the language models number them
+        return {"epoch": epoch + 1, **logs}  # from 1, as every run's history.json
 
     def final_metrics(self, model: keras.Model, history: list[dict],
                       train_seconds: float) -> dict[str, Any]:

@@ -235,7 +235,9 @@ def _resume_point(task: Task, model: keras.Model, run_dir: RunDir, checkpoints: 
         "epoch": first_epoch, "batch": skip, "backend": distribute.backend(),
     })
     # One entry per finished epoch, in order: those after the checkpoint are trained again.
-    return start, restored, run_dir.read_history()[:first_epoch]
+    # Numbered from 1 (a language model's run of before 0.3 numbered its entries from 0).
+    return start, restored, [{**entry, "epoch": number} for number, entry in
+                             enumerate(run_dir.read_history()[:first_epoch], start=1)]
 
 
 def _save(task: Task, model: keras.Model, run_dir: RunDir, checkpoints: Checkpoints,

@@ -55,11 +55,11 @@ def main() -> None:
     fig, ax = plt.subplots(figsize=(6.8, 4.4))
     for v, d in runs.items():
         history = _read(d, "history.json")
-        ax.plot([e["epoch"] + 1 for e in history], [e["val_perplexity"] for e in history],
+        ax.plot([e["epoch"] for e in history], [e["val_perplexity"] for e in history],
                 marker="o", markersize=3, label=f"{v} (25 epochs)")
     for v in ("c_only", "t_only", "residual", "plain"):
         history = _read(FIRST_EPOCHS / v, "history.json")
-        ax.plot([e["epoch"] + 1 for e in history], [e["val_perplexity"] for e in history],
+        ax.plot([e["epoch"] for e in history], [e["val_perplexity"] for e in history],
                 linestyle="--", alpha=0.6, label=f"{v} (first 8)")
     ax.set(yscale="log", xlabel="epoch", ylabel="validation perplexity",
            title="LSTM-Char-Large on PTB, seed 0 (one H200, JAX)")

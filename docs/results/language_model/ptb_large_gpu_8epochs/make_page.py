@@ -39,7 +39,7 @@ def main() -> None:
              + " | learning rate, epoch 8 | paper (test, 25 epochs) |",
              "| --- | ---: | ---: | " + " | ".join("---:" for _ in SHOWN) + " | ---: | ---: |"]
     for v, (run, history) in runs.items():
-        val = {e["epoch"] + 1: e["val_perplexity"] for e in history}
+        val = {e["epoch"]: e["val_perplexity"] for e in history}
         lines.append(f"| {v} | {run['overrides'].get('highway_layers', 2)} | "
                      f"{trained_params(run):,} | "
                      + " | ".join(f"{val[e]:.1f}" for e in SHOWN)
@@ -48,7 +48,7 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for v, (_, history) in runs.items():
-        ax.plot([e["epoch"] + 1 for e in history], [e["val_perplexity"] for e in history],
+        ax.plot([e["epoch"] for e in history], [e["val_perplexity"] for e in history],
                 marker="o", label=v)
     ax.set(yscale="log", xlabel="epoch", ylabel="validation perplexity",
            title="LSTM-Char-Large on PTB, first 8 of 25 epochs (one H200, JAX)")

@@ -36,7 +36,7 @@ def main() -> None:
         test = json.loads((d / "metrics.json").read_text())["test_perplexity"]
         lines.append(f"| {label} | {history[5]['val_perplexity']:.1f} | "
                      f"{history[-1]['val_perplexity']:.2f} | {test:.2f} | {test - KIM:+.2f} |")
-        ax.plot([e["epoch"] + 1 for e in history], [e["val_perplexity"] for e in history],
+        ax.plot([e["epoch"] for e in history], [e["val_perplexity"] for e in history],
                 marker="o", markersize=3, label=f"{label}: test {test:.2f}")
     (HERE / "table.md").write_text("\n".join(lines) + "\n")
     ax.set(yscale="log", xlabel="epoch", ylabel="validation perplexity",
