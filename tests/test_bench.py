@@ -16,6 +16,7 @@ import pytest
 
 from highway_zoo.bench import (
     conv,
+    conv_peer,
     driver,
     headline,
     pipeline,
@@ -640,3 +641,41 @@ def test_quantization_latency_takes_the_forms_in_turn_round_by_round():
     assert [f for f, _ in warmup] == [f for f in forms for _ in range(quantization.WARMUP_CALLS)]
     assert [f for f, _ in timed] == [f for _ in range(4) for f in forms for _ in range(2)]
     assert [x for _, x in timed[:2]] == [0, 1]  # the inputs in turn
+
+
+@pytest.mark.parametrize("name", ["highway_conv16_mnist", "highway_a_cifar10",
+                                  "highway_cifar10"])
+def test_the_pytorch_twin_computes_the_zoo_nets_function(name):
+    """The plain-PyTorch peer of conv_peer: the same parameter count, and with the Keras
+    net's weights the same logits (inference mode) on raw pixels."""
+    import keras
+    import numpy as np
+    import torch
+
+    import zoo
+    from highway_zoo.bench.implementations import torch_conv_highway
+
+    model = zoo.load(name)
+    net = torch_conv_highway.build(name)
+    assert sum(p.numel() for p in net.parameters()) == model.count_params()
+    torch_conv_highway.load_keras_weights(net, model).eval()
+    x = np.random.default_rng(0).uniform(0, 255, (3, *model.input_shape[1:])).astype("float32")
+    want = keras.ops.convert_to_numpy(
+        keras.Model(model.inputs, model.get_layer("logits").output)(x))
+    got = net(torch.as_tensor(x).permute(0, 3, 1, 2)).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    with pytest.raises(ValueError, match="has no PyTorch twin"):
+        torch_conv_highway.build("highway_fc10_mnist")
+
+
+def test_conv_peer_reports_both_implementations_and_their_ratio(tmp_path):
+    out = tmp_path / "conv_peer.json"
+    assert conv_peer.main(["--models", "highway_conv16_mnist", "--steps", "2", "--warmup", "1",
+                           "--repeats", "1", "--batch-size", "8", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["results"]
+    ours, theirs = row["runs"]["highway_zoo"][0], row["runs"]["pytorch"][0]
+    assert len(ours["step_s"]) == len(theirs["step_s"]) == 2 and theirs["framework"].startswith(
+        "torch")
+    assert row["ratio"] == pytest.approx(
+        ours["train_images_per_s"] / theirs["train_images_per_s"])
+    assert ours["train_images_per_s"] == pytest.approx(8 / statistics.median(ours["step_s"]))

@@ -47,6 +47,8 @@ QUICK = [
                                       "--max-seconds", "2"]),
     ("quantization", "quantization", ["--models", "highway_fc10_mnist,highway_conv16_mnist",
                                       "--calls", "50", "--gate-images", "500"]),
+    ("conv_peer", "conv_peer", ["--models", "highway_conv16_mnist", "--steps", "3",
+                                "--warmup", "1", "--repeats", "1"]),
 ]
 FULL = [
     ("headline", "headline", []),
@@ -61,6 +63,7 @@ FULL = [
     ("whole_process", "whole_process", []),
     ("models_table", "models_table", []),
     ("quantization", "quantization", []),
+    ("conv_peer", "conv_peer", []),
 ]
 # The set for a machine with a GPU (`--gpu`), where JAX and PyTorch run and TensorFlow is not
 # installed (the GPU machines this project borrows): the headline experiment at depth 30 on
@@ -78,6 +81,9 @@ GPU = [
     ("conv", "gpu_conv_imagenet", ["--models", IMAGENET_CONV.replace(":32", ":128"),
                                    "--backends", "jax,torch", "--steps", "10",
                                    "--max-seconds", "10", "--repeats", "1"]),
+    # NIPS 2015's conv nets against the same nets in plain PyTorch with cuDNN (issue 49): a
+    # command of its own on a lent GPU, `highway-zoo bench --gpu --only conv_peer`.
+    ("conv_peer", "gpu_conv_peer", ["--backend", "jax", "--repeats", "3"]),
 ]
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).
