@@ -349,6 +349,25 @@ def test_each_gated_skip_gets_the_highway_layers_closest_to_coupled_in_parameter
     assert highway_layers("lstm_char_large_ptb", "rezero") == 4
 
 
+def test_the_papers_plain_is_one_plain_layer_of_large():
+    """Greff et al.'s Plain row (92.60) is "a single plain layer" in LSTM-Char-Large, Kim et
+    al.'s one-MLP-layer net: one ReLU layer of d = 1,100 (d² + d = 1,211,100 weights) in place
+    of the two highway layers (2·2·(d² + d) = 4,844,400): 19,367,965 - 4,844,400 + 1,211,100
+    = 15,734,665 parameters, where two plain layers would be 16,945,765."""
+    from training.experiments.lm_variants import highway_layers
+    from zoo.char_lm import parameter_count
+
+    d = 1100
+    layers = highway_layers("lstm_char_large_ptb", "plain")
+    assert layers == 1 and highway_layers("lstm_char_small_ptb", "plain") == 1
+    args = zoo.describe("lstm_char_large_ptb")["architecture_args"]
+    expected = 19_367_965 - 2 * 2 * (d * d + d) + (d * d + d)
+    assert expected == 15_734_665
+    assert parameter_count(**{**args, "variant": "plain", "highway_layers": layers}) == expected
+    model = zoo.load("lstm_char_large_ptb", variant="plain", highway_layers=layers)
+    assert model.count_params() == expected
+
+
 def test_lm_variants_study_end_to_end(corpus, tmp_path):
     from training.experiments.lm_variants import lm_variants_study
 

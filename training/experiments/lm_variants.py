@@ -56,12 +56,16 @@ _COLORS = {"coupled": "C0", "full": "C1", "c_only": "C2", "t_only": "C3", "resid
 
 
 def highway_layers(model: str, variant: str) -> int:
-    """The model's highway layers; twice as many for Residual (the paper's 4 for 2); for a
-    gated skip, the count whose parameters are closest to the model's coupled layers."""
+    """The model's highway layers; twice as many for Residual (the paper's 4 for 2); one for
+    Plain (the paper's Plain row is "a single plain layer", Greff et al. §5.2: Kim et al.'s
+    net with one MLP layer, 92.6 for Large); for a gated skip, the count whose parameters are
+    closest to the model's coupled layers."""
     args = zoo.describe(model)["architecture_args"]
     layers = args["highway_layers"]
     if variant == "residual":
         return 2 * layers
+    if variant == "plain":
+        return 1
     if variant in GATED_SKIPS:
         width = sum(args["filters"])
         ratio = layer_parameters("coupled", width) / layer_parameters(variant, width)
@@ -177,6 +181,9 @@ class LMVariantsStudy(Study):
             "recipe": self.recipe, "max_train_tokens": max_train_tokens, "code": code_version(),
             "residual_rule": "Residual with twice the model's highway layers (Greff et "
                              "al.: four for Large's two)"}
+        if "plain" in variants:
+            self.settings_["plain_rule"] = ("Plain with one layer (Greff et al. §5.2: \"a single "
+                                            "plain layer\", Kim et al.'s one MLP layer)")
         if set(variants) & set(GATED_SKIPS):
             self.settings_["gated_skip_rule"] = (
                 "each gated skip with the highway layers whose parameters are closest to the "
