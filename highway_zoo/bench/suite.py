@@ -7,8 +7,8 @@ the previous quick set took 26 minutes with the cores shared). The full set (`--
 the README quotes: from its parts measured 2026-11-23 on the idle machine (headline
 50 minutes, wide 8, conv 8 + 9, start-up about 25 estimated for three backends, serving and
 pipeline a few; trial_memory 5, timed 2026-11-25; whole_process about 4, estimated: 8
-processes a repeat, 3 repeats; models_table 52 minutes with the cores shared, 2026-11-26, so
-perhaps 20 idle, not timed idle; quantization about 20 for the 14 shipped models, timed
+processes a repeat, 3 repeats; models_table 16 minutes idle (945 s, 2026-11-28;
+52 with the cores shared); quantization about 20 for the 14 shipped models, timed
 2026-11-26 with the cores shared, 3 in the quick set); about 2.5-3 h in all, longer when
 shared. The GPU set (`--gpu`) is below.
 """
