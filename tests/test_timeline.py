@@ -88,3 +88,30 @@ def test_a_command_records_its_phases_from_the_process_start(tmp_path):
     assert all(seconds > 0 for seconds in phases.values()), phases
     assert sum(phases.values()) == pytest.approx(recorded["process_s"], abs=1e-3)
     assert recorded["train_s"] < recorded["process_s"] <= wall
+
+
+def test_a_first_step_hook_that_runs_late_in_kerass_thread_pool_counts_no_time_twice():
+    # One step, then the test split: Keras may run the step's batch hook (async_safe) in its
+    # thread pool after the evaluation has begun. The evaluation is then not "compile" too,
+    # and "training" (what is left) is not negative.
+    import keras
+
+    clock = timeline.Clock()
+    clock.lap("data")
+    head, tail = clock.callbacks()
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    for callback in (head, tail):
+        callback.set_model(model)
+    head.on_train_begin()
+    tail.on_train_begin()
+    head.on_test_begin()  # the evaluation begins before the step's hook has run
+    time.sleep(0.05)
+    head.on_test_end()
+    tail.on_train_batch_end(0)  # the step's hook, late
+    head.on_epoch_end(0)
+    tail.on_epoch_end(0)
+    tail.on_train_end()
+    phases = clock.phases()["phases_s"]
+    assert phases["evaluation"] >= 0.05
+    assert phases["compile"] < 0.05 and phases["training"] >= 0, phases

@@ -100,6 +100,9 @@ class Clock:
             optimizer = getattr(head.model, "optimizer", None)
             if optimizer is not None:  # the last step's result: the steps are done
                 keras.ops.convert_to_numpy(optimizer.iterations)
+            # The first step is done too, though its batch hook may not have run yet in
+            # Keras's thread pool: the evaluation must not count twice (in "compile").
+            self.lap("compile")
             self._begin("evaluation")
 
         head = keras.callbacks.LambdaCallback(
