@@ -44,7 +44,7 @@ test-backends: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m backends tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check layers zoo training highway_zoo tests docs/_hooks docs/mutation
+	$(BIN)/ruff check layers zoo training highway_zoo benchmarks tests docs/_hooks docs/mutation
 
 # Mutation testing of layers/ and zoo/analysis/ on a copy of HEAD (docs/mutation/README.md):
 # on demand, not in CI; hours on 2 cores (MUTATION_BUDGET=SECONDS stops each target there).

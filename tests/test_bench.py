@@ -1,20 +1,23 @@
-"""The benchmark harness (bench/): the one driver every script uses (children, repeats,
-medians, tables, results), summaries, ratios and memory slope from known runs, one tiny
-end-to-end headline run in fresh processes, the wide and conv FLOP counts, the ImageNet conv
-rows, the input pipeline's run, and the CLI's checks."""
+"""The benchmark harness (benchmarks/, the repository's, not the wheel's): the one driver
+every script uses (children, repeats, medians, tables, results), summaries, ratios and memory
+slope from known runs, one tiny end-to-end headline run in fresh processes, the wide and conv
+FLOP counts, the ImageNet conv rows, the input pipeline's run, and the CLI's checks (and its
+refusal where the benchmarks are not installed)."""
 
 import importlib
 import json
 import math
 import os
 import shlex
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 
 import pytest
 
-from highway_zoo.bench import (
+from benchmarks import (
     conv,
     conv_peer,
     driver,
@@ -52,7 +55,7 @@ def test_summary_takes_medians_and_steady_state_after_the_first_epoch():
 
 
 def test_steady_step_time_runs_from_the_first_step_end_to_the_last():
-    from highway_zoo.bench.implementations import steady_step_s
+    from benchmarks.implementations import steady_step_s
 
     assert steady_step_s([10.0, 10.1, 10.3], epoch_s=5.0) == pytest.approx(0.15)
     assert steady_step_s([10.0], epoch_s=0.4) == 0.4
@@ -154,6 +157,50 @@ def test_bad_names_are_refused_with_the_choices(capsys):
     assert "choose from headline" in capsys.readouterr().err
 
 
+def _installed_without_the_benchmarks(tmp_path):
+    """The command line as the wheel installs it: a copy of the `highway_zoo` package in a
+    site directory of its own, no `benchmarks/` beside it; run from a directory outside the
+    repository, with PYTHONPATH naming only that site (the other packages come from the
+    project's install, which maps no `benchmarks`)."""
+    import highway_zoo
+
+    site = tmp_path / "site"
+    shutil.copytree(os.path.dirname(highway_zoo.__file__), site / "highway_zoo",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return elsewhere, {**env, "PYTHONPATH": str(site)}
+
+
+@pytest.mark.parametrize("argv", [["bench", "--only", "headline"], ["bench", "--help"]])
+def test_bench_from_the_wheel_says_where_the_benchmarks_are(argv, tmp_path):
+    cwd, env = _installed_without_the_benchmarks(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "highway_zoo", *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "highway-zoo bench: error: the benchmarks are not installed with the package: they "
+        "live in the repository's benchmarks/ folder; run the command from a clone of the "
+        "repository (pip install -e . there)"], proc.stderr
+    assert proc.stdout == "" and not list(cwd.iterdir())  # nothing run, nothing written
+    # The check is real: the same copy beside a benchmarks/ folder (a clone) finds it.
+    shutil.copytree(suite.RESULTS.parent, tmp_path / "site" / "benchmarks",
+                    ignore=shutil.ignore_patterns("__pycache__", "results"))
+    found = subprocess.run([sys.executable, "-m", "highway_zoo", "bench", "--help"], cwd=cwd,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0 and "--only" in found.stdout, found.stderr
+
+
+def test_bench_from_a_clone_runs_wherever_it_is_started(tmp_path):
+    """An editable install (this checkout): the benchmarks are found beside the package, from
+    a working directory outside the repository and with no PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "highway_zoo", "bench", "--only", "nope"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "choose from headline" in proc.stderr, proc.stderr
+
+
 def test_start_up_runs_deep_per_layer_graphs_once_and_on_tensorflow_only():
     configs, skip = start_up.plan([2, 4], ["tensorflow", "jax"], max_graph_depth=3)
     assert set(configs) == {(b, p, d) for b in ("tensorflow", "jax") for p in start_up.PATHS
@@ -189,12 +236,12 @@ def test_trial_memory_records_every_trial_with_and_without_the_release(tmp_path)
 
 
 def test_a_failed_measurement_names_its_command_and_error():
-    from highway_zoo.bench.driver import MeasurementFailed, run_child
+    from benchmarks.driver import MeasurementFailed, run_child
 
-    with pytest.raises(MeasurementFailed, match=r"bench.headline --child .* exited with status "
-                       r"1: .*no-such-file.npz"):
-        run_child("highway_zoo.bench.headline", {"name": "numpy", "depth": 2,
-                                     "data_file": "no-such-file.npz", "options": {}})
+    with pytest.raises(MeasurementFailed, match=r"benchmarks.headline --child .* exited with "
+                       r"status 1: .*no-such-file.npz"):
+        run_child("benchmarks.headline", {"name": "numpy", "depth": 2,
+                                          "data_file": "no-such-file.npz", "options": {}})
 
 
 # -- the driver ------------------------------------------------------------------------------
@@ -203,7 +250,7 @@ TOY = '''
 import sys
 import time
 
-from highway_zoo.bench import driver
+from benchmarks import driver
 
 
 def measure(kind, value=1.5):
@@ -334,9 +381,9 @@ def test_results_are_written_whole_with_machine_and_date(tmp_path):
 
 @pytest.mark.parametrize("name", suite.SCRIPTS)
 def test_every_script_runs_through_the_driver(name, monkeypatch):
-    module = importlib.import_module(f"highway_zoo.bench.{name}")
+    module = importlib.import_module(f"benchmarks.{name}")
     p = module.parser()
-    assert p.prog == f"python -m highway_zoo.bench.{name}"
+    assert p.prog == f"python -m benchmarks.{name}"
     assert p.parse_args([]).out == suite.RESULTS / f"{name}.json"  # the suite passes --out
     # main hands its arguments, its measure and its run to the driver (which serves --child).
     seen = {}
@@ -507,7 +554,7 @@ def test_reference_kernels_compute_the_same_products(framework):
     NumPy computes (PyTorch's convolution in its own NCHW layout)."""
     import numpy as np
 
-    from highway_zoo.bench import backends
+    from benchmarks import backends
 
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(s).astype(np.float32) for s in [(4, 6), (6, 12)])
@@ -630,7 +677,7 @@ def test_whole_process_tiny_run_end_to_end(tmp_path):
 def test_quantization_latency_takes_the_forms_in_turn_round_by_round():
     # The four forms of a model are timed in alternation, so a burst of other work on the
     # machine falls on all of them: every form gets its calls in every round, in order.
-    from highway_zoo.bench import quantization
+    from benchmarks import quantization
 
     calls = []
     forms = {form: (lambda x, form=form: calls.append((form, x)), [0, 1, 2])
@@ -653,7 +700,7 @@ def test_the_pytorch_twin_computes_the_zoo_nets_function(name):
     import torch
 
     import zoo
-    from highway_zoo.bench.implementations import torch_conv_highway
+    from benchmarks.implementations import torch_conv_highway
 
     model = zoo.load(name)
     net = torch_conv_highway.build(name)

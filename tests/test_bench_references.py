@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from highway_zoo.bench.implementations import numpy_highway as nh
+from benchmarks.implementations import numpy_highway as nh
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,7 +127,7 @@ def test_numpy_stays_float32():
 
 
 def test_numpy_module_imports_neither_torch_nor_tensorflow():
-    path = ROOT / "highway_zoo" / "bench" / "implementations" / "numpy_highway.py"
+    path = ROOT / "benchmarks" / "implementations" / "numpy_highway.py"
     code = (
         "import importlib.util, sys\n"
         f"spec = importlib.util.spec_from_file_location('numpy_highway', {str(path)!r})\n"
@@ -169,7 +169,7 @@ def test_numpy_max_steps():
 @pytest.fixture(scope="module")
 def th():
     pytest.importorskip("torch")
-    from highway_zoo.bench.implementations import torch_highway
+    from benchmarks.implementations import torch_highway
 
     return torch_highway
 

@@ -460,7 +460,7 @@ def test_cli_refuses_in_one_line(argv, message, tmp_path):
 
 
 def test_throughput_bench_compares_the_same_net(tmp_path):
-    from highway_zoo.bench import language_model as bench
+    from benchmarks import language_model as bench
 
     result = bench.run(SMALL, repeats=1, steps=3, batch=2, seq=4, lstm_units=8, classes=40)
     # The stock and PyTorch nets are Kim's layout too: the same parameters (PyTorch's LSTM has

@@ -55,8 +55,9 @@ def test_example_runs_as_written(code, tmp_path):
 
 @pytest.mark.parametrize("name", CARDS)
 def test_a_model_cards_examples_run_as_written(name, tmp_path):
+    import site_pages  # docs/_hooks/
+
     import zoo
-    from highway_zoo import site_pages
 
     card = site_pages.model_card(zoo.describe(name))
     blocks = [b.values[0] for b in _blocks(name, card)]

@@ -1,6 +1,8 @@
 """The packages import one way, as docs/about/development.md draws it:
-layers <- zoo <- training <- highway_zoo. A lower package importing a higher one (even inside a
-function, or under `if TYPE_CHECKING:` for annotations) fails here."""
+layers <- zoo <- training <- benchmarks <- highway_zoo (the repository's benchmarks, out of the
+wheel, use the library and never the command line; `highway-zoo bench` runs them from a clone).
+A lower package importing a higher one (even inside a function, or under `if TYPE_CHECKING:`
+for annotations) fails here."""
 
 import ast
 from pathlib import Path
@@ -8,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["layers", "zoo", "training", "highway_zoo"]
+ORDER = ["layers", "zoo", "training", "benchmarks", "highway_zoo"]
 
 
 def _imported_packages(path: Path) -> set[str]:

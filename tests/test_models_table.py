@@ -1,4 +1,4 @@
-"""The models table (`highway_zoo.bench.models_table`, issue 30): the committed CSV has one row
+"""The models table (`benchmarks.models_table`, issue 30): the committed CSV has one row
 per registered model and the documented columns; its counts agree with the built models and
 with counts by hand; the docs' models index is made from it; the script writes a well-formed
 table for one tiny model in a fresh process and refuses an unknown name in one line."""
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import zoo
-from highway_zoo.bench import driver, models_table
+from benchmarks import driver, models_table
 
 ROOT = Path(__file__).resolve().parent.parent
 CSV = models_table.RESULTS.with_name(models_table.CSV_NAME)
@@ -188,7 +188,7 @@ def test_an_unknown_model_is_refused_in_one_line_listing_what_exists(capsys):
 
 def test_the_script_follows_the_drivers_conventions(monkeypatch):
     p = models_table.parser()
-    assert p.prog == "python -m highway_zoo.bench.models_table"
+    assert p.prog == "python -m benchmarks.models_table"
     assert p.parse_args([]).out == models_table.RESULTS  # what the suite passes as --out
     assert models_table.RESULTS.parent.name == "results"
     seen = {}

@@ -49,3 +49,8 @@ def test_every_package_of_the_tree_is_found_and_no_generic_top_level_name():
     assert with_code <= found, with_code - found
     assert {name.split(".")[0] for name in found} == {"highway_zoo", "layers", "zoo", "training"}
     assert not (ROOT / "cli").exists() and not (ROOT / "bench").exists()
+    # The benchmarks and the site's generator are the repository's, out of the wheel.
+    assert (ROOT / "benchmarks" / "suite.py").is_file()
+    assert not any(name.startswith("benchmarks") for name in found)
+    assert not list((ROOT / "highway_zoo").rglob("bench/*.py"))
+    assert not list((ROOT / "highway_zoo").rglob("site_pages.py"))

@@ -10,9 +10,10 @@ import re
 from pathlib import Path
 
 import pytest
+import site_pages  # docs/_hooks/, beside the site's MkDocs hook
 
 import zoo
-from highway_zoo import cli, site_pages
+from highway_zoo import cli
 
 NAMES = zoo.list_models()
 

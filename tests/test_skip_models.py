@@ -9,9 +9,9 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+import site_pages  # docs/_hooks/
 
 import zoo
-from highway_zoo import site_pages
 from layers import HighwayDense
 from layers.variants import parameter_count
 from zoo import char_lm, registry

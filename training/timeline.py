@@ -7,7 +7,7 @@ command line marks its own start (`mark("main")`, at the entry of `highway-zoo`'
 the end of Keras's import (`mark("keras")`), from the process's start (`process_age`), so a
 `highway-zoo train` run also records the phases before `train()`: the interpreter, Keras with
 its backend, the other imports. Nothing is printed; a few clock readings cost microseconds.
-`highway_zoo.bench.whole_process` turns the records into its breakdown.
+`benchmarks.whole_process` turns the records into its breakdown.
 
 The phases, in seconds (the keys of run.json's "timeline"["phases_s"], in the order they
 happen; they add up to "process_s" for a command, to "train_s" for a call of `train()`):

@@ -1,12 +1,12 @@
 """MkDocs hook: the site's generated pages, and the checks that make a strict build fail.
 
-- models/index.md and models/<name>.md for every registered architecture
-  (highway_zoo.site_pages, from zoo.list_models / zoo.describe and the pretrained index), and
+- models/index.md and models/<name>.md for every registered architecture (site_pages.py
+  beside this hook, from zoo.list_models / zoo.describe and the pretrained index), and
   one nav entry each: a new registration gets its page and its place in the menu;
 - reference/cli.md from the parsers; reference/api/<package>.md, one mkdocstrings entry per
   public name (`__all__`, or the public names a module defines), at the module defining it;
 - results/data/bench/*.json and models.csv: the benchmarks' committed results, beside the page
-  quoting them; the models index's numbers come from models.csv (bench.models_table), and a
+  quoting them; the models index's numbers come from models.csv (benchmarks.models_table), and a
   registry that differs from its rows is a warning;
 - a public name without a docstring is a warning, which `mkdocs build --strict` turns into a
   failed build.
@@ -24,10 +24,16 @@ from pathlib import Path
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
+# MkDocs puts this hook's folder on sys.path while it loads the hook, and only then: what is
+# imported from the repository (site_pages beside this file, the checkout's packages and its
+# benchmarks/, neither of which the wheel installs) is imported here, at load time.
 sys.path.insert(0, str(ROOT))
+import site_pages  # noqa: E402
+
+from benchmarks import models_table  # noqa: E402
 
 log = logging.getLogger("mkdocs.plugins.highway_zoo")
-BENCH = ROOT / "highway_zoo" / "bench" / "results"
+BENCH = ROOT / "benchmarks" / "results"
 
 # The API reference: page -> (title, modules documented on it, in order).
 API = {
@@ -40,7 +46,7 @@ API = {
                                       "zoo.serving.language_model"]),
     "training": ("Training", ["training", "training.data", "training.run_dir"]),
     "tuning": ("Tuning", ["training.tuning"]),
-    "highway_zoo": ("The command line and benchmarks", ["highway_zoo", "highway_zoo.cli"]),
+    "highway_zoo": ("The command line", ["highway_zoo", "highway_zoo.cli"]),
 }
 
 
@@ -86,14 +92,12 @@ def _models_table(metas) -> tuple[list[dict], dict]:
     """The committed models table (bench.models_table's CSV and JSON); a model registered
     since it was written, or one it has that is no longer registered, is a warning (a failed
     strict build) naming the command that rewrites it."""
-    from highway_zoo.bench import models_table
-
     rows = models_table.read_csv(BENCH / models_table.CSV_NAME)
     run = json.loads(models_table.RESULTS.read_text(encoding="utf-8"))
     registered, tabled = [m["name"] for m in metas], [r["model"] for r in rows]
     if registered != tabled:
-        log.warning("highway_zoo/bench/results/models.csv is not the registry's: missing %s, "
-                    "not registered %s; rewrite it with python -m highway_zoo.bench.models_table",
+        log.warning("benchmarks/results/models.csv is not the registry's: missing %s, "
+                    "not registered %s; rewrite it with python -m benchmarks.models_table",
                     sorted(set(registered) - set(tabled)) or "none",
                     sorted(set(tabled) - set(registered)) or "none")
     return rows, run
@@ -101,8 +105,6 @@ def _models_table(metas) -> tuple[list[dict], dict]:
 
 def on_files(files, config):
     import zoo
-    from highway_zoo import site_pages
-    from highway_zoo.bench import models_table
 
     metas = [zoo.describe(name) for name in zoo.list_models()]
     generated = {"models/index.md": site_pages.models_index(metas, *_models_table(metas)),

@@ -182,8 +182,8 @@ def _exit_code(err: Exception) -> int | None:
 
         if isinstance(err, NonFiniteLossError):
             return 1
-    if "highway_zoo.bench.driver" in sys.modules:
-        from highway_zoo.bench.driver import MeasurementFailed
+    if "benchmarks.driver" in sys.modules:
+        from benchmarks.driver import MeasurementFailed
 
         if isinstance(err, MeasurementFailed):
             return 1
@@ -216,8 +216,8 @@ def _imports_kept_out_of_collections(process: bool):
     hold almost no garbage, and every full collection walks all of them again: on JAX five
     during the import (0.04-0.18 s each, growing with it) and one more during a training run's
     first step (0.2 s); TensorFlow's import makes more. Frozen, they are left out of every later
-    collection; the garbage the command makes is collected as before (bench.whole_process: the
-    "keras" and "compile" phases)."""
+    collection; the garbage the command makes is collected as before
+    (benchmarks.whole_process: the "keras" and "compile" phases)."""
     if not process:
         yield
         return
@@ -233,7 +233,7 @@ def run() -> None:
     """The process's entry point (`highway-zoo`, `python -m highway_zoo`): `main()`, then
     the exit. Once a command that imported Keras has finished, every file it wrote is complete
     and closed, and the interpreter's teardown of Keras's and its backend's objects and modules
-    is all that is left: 0.9-1.4 s of a training run's wall time (bench.whole_process, the
+    is all that is left: 0.9-1.4 s of a training run's wall time (benchmarks.whole_process, the
     "exit" phase). So the process flushes its output, runs the atexit handlers (temporary
     directories, JAX's own clean-up) and ends there
     (`training.runtime.private_api.exit_without_teardown`), unless a thread the interpreter

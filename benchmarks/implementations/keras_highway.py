@@ -13,7 +13,7 @@ import time
 
 import keras
 
-from highway_zoo.bench.implementations import steady_step_s
+from benchmarks.implementations import steady_step_s
 
 # The seed write-up's uniform +-1/sqrt(fan_in) (training/demo.py's "seed" init).
 SEED_INIT = {

@@ -1,6 +1,6 @@
 """The conv highway nets' training speed against the same nets in plain PyTorch (cuDNN on a GPU).
 
-    python -m highway_zoo.bench.conv_peer [--models highway_conv32_mnist,highway_b_cifar10]
+    python -m benchmarks.conv_peer [--models highway_conv32_mnist,highway_b_cifar10]
         [--batch-size 100] [--steps 30] [--warmup 5] [--repeats 5]
         [--precision float32|mixed_bfloat16]
 
@@ -14,7 +14,7 @@ untimed steps (tracing, compilation, cuDNN's autotuning), then `--steps` timed o
 ended by reading the loss (which waits for the device). Reported: the median step's images/s
 per run, the medians over repeats, and highway_zoo / pytorch per repeat (ratios from the same
 repeat), then their median. `--precision mixed_bfloat16`: Keras's mixed policy and PyTorch's
-bfloat16 autocast. Writes bench/results/conv_peer.json (on a GPU, gpu_conv_peer.json by the
+bfloat16 autocast. Writes benchmarks/results/conv_peer.json (on a GPU, gpu_conv_peer.json by the
 suite's --gpu).
 """
 
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from highway_zoo.bench import backends, driver
+from benchmarks import backends, driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "conv_peer.json"
 MODELS = ["highway_conv32_mnist", "highway_b_cifar10"]
@@ -75,7 +75,7 @@ def _torch_steps(name, x, y, warmup, steps, precision):
 
     import torch
 
-    from highway_zoo.bench.implementations import torch_conv_highway
+    from benchmarks.implementations import torch_conv_highway
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cudnn.benchmark = True
@@ -139,7 +139,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.conv_peer", __doc__, RESULTS)
+    p = driver.parser("benchmarks.conv_peer", __doc__, RESULTS)
     p.add_argument("--models", default=",".join(MODELS),
                    type=lambda text: [m for m in text.split(",") if m],
                    help=f"comma-separated (default {','.join(MODELS)})")
@@ -155,7 +155,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from highway_zoo.bench.implementations import torch_conv_highway
+    from benchmarks.implementations import torch_conv_highway
 
     for name in args.models:  # one line for a net with no twin, before any process starts
         try:
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
             IMPLEMENTATIONS]
     runs = driver.interleaved(
         plan, args.repeats,
-        lambda key: driver.run_child("highway_zoo.bench.conv_peer", {
+        lambda key: driver.run_child("benchmarks.conv_peer", {
             "name": key[0], "implementation": key[1], "batch_size": args.batch_size,
             "steps": args.steps, "warmup": args.warmup, "precision": args.precision},
             backend=args.backend),

@@ -1,7 +1,7 @@
 """The NumPy peer as a whole process: the script a user writes instead of
 `highway-zoo train highway_fc10_mnist --depth N --stacked --epochs E`.
 
-    python -m highway_zoo.bench.implementations.numpy_script [--depth 30] [--epochs 12]
+    python -m benchmarks.implementations.numpy_script [--depth 30] [--epochs 12]
 
 The same network (the stem and N - 1 highway blocks of width 50, b_T = -2: depth counted as
 the zoo counts it), data and recipe (Adam 5e-3, global-norm clip 5, batch 128): MNIST read as
@@ -10,7 +10,7 @@ where it is prepared), trained by `numpy_highway` with its hand-written backward
 evaluated on the test split. Prints one JSON line: the test accuracy, the last epoch's loss,
 the parameters, and where the process's time went in the phases a run's run.json records
 (`training.timeline`: "phases_s", and "process_s", the process's age at the end). Imports
-neither Keras nor a framework; `highway_zoo.bench.whole_process` runs it.
+neither Keras nor a framework; `benchmarks.whole_process` runs it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from training import timeline
 def main(argv: list[str] | None = None) -> int:
     # The process's age: the interpreter and the modules above (argparse, training.timeline).
     started, entered = timeline.process_age(), time.perf_counter()
-    p = argparse.ArgumentParser(prog="python -m highway_zoo.bench.implementations.numpy_script",
+    p = argparse.ArgumentParser(prog="python -m benchmarks.implementations.numpy_script",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--depth", type=int, default=30,
                    help="layers in all, the stem counted, as `highway-zoo train --depth`")
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.perf_counter()
     import numpy as np
 
-    from highway_zoo.bench.implementations import numpy_highway
+    from benchmarks.implementations import numpy_highway
     from training.data import OfflineFallbackWarning, load_dataset
 
     imported = time.perf_counter()

@@ -1,6 +1,6 @@
 """The wide case: compute-bound training, as a fraction of the same machine's matmul speed.
 
-    python -m highway_zoo.bench.wide [--width 1024 --depth 10 --batch-size 512] [--epochs 4]
+    python -m benchmarks.wide [--width 1024 --depth 10 --batch-size 512] [--epochs 4]
         [--repeats 3]
 
 The headline network at width 1024 (784 -> 1024 tanh, 10 coupled highway blocks of 1024,
@@ -9,7 +9,7 @@ implementation in its own process. Each process also times, in its own framework
 the highway layer's size, (batch, width) @ (width, 2 * width). Reported (medians over repeats):
 steady-state steps/s, the matmul FLOPs a training step does (forward 2*B*(784w + 2w^2*depth
 + 10w), backward twice that less the unneeded input gradient of the stem), the achieved GFLOP/s,
-the matmul's GFLOP/s and their ratio. Writes bench/results/wide.json.
+the matmul's GFLOP/s and their ratio. Writes benchmarks/results/wide.json.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from highway_zoo.bench import backends, driver
-from highway_zoo.bench.headline import _names, epoch_steps_per_s, load_data, read_data
-from highway_zoo.bench.implementations import IMPLEMENTATIONS, available
+from benchmarks import backends, driver
+from benchmarks.headline import _names, epoch_steps_per_s, load_data, read_data
+from benchmarks.implementations import IMPLEMENTATIONS, available
 
 RESULTS = Path(__file__).resolve().parent / "results" / "wide.json"
 DEFAULT = ["numpy", "pytorch", "keras_per_layer", "highway_zoo", "highway_zoo_jax",
@@ -37,7 +37,7 @@ def train_flops(batch: int, width: int, depth: int, inputs: int = 784, classes: 
 
 def measure(name: str, data_file: str, options: dict) -> dict:
     """Runs in a fresh process: trains once, then times the matmul in the same framework."""
-    from highway_zoo.bench.implementations import train
+    from benchmarks.implementations import train
 
     result = train(name, read_data(data_file), **options)
     result["matmul_gflops"] = backends.matmul_gflops(
@@ -46,7 +46,7 @@ def measure(name: str, data_file: str, options: dict) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.wide", __doc__, RESULTS)
+    p = driver.parser("benchmarks.wide", __doc__, RESULTS)
     p.add_argument("--implementations", type=_names, default=DEFAULT)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--depth", type=int, default=10)
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         runs = driver.interleaved(
             names, args.repeats,
             lambda name: driver.run_child(
-                "highway_zoo.bench.wide",
+                "benchmarks.wide",
                 {"name": name, "data_file": data_file, "options": options},
                 backend=IMPLEMENTATIONS[name].keras_backend),
             describe=lambda name, run: (

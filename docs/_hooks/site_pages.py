@@ -3,8 +3,10 @@ the command-line reference, written from the registry (`zoo.list_models`, `zoo.d
 pretrained index and the parsers (`highway_zoo.cli.build_parser`), so a new registration gets
 its page with no edit to the site.
 
-Pure text in, Markdown out; no Keras is imported. The site's MkDocs hook
-(`docs/_hooks/generate.py`) calls these functions at build time. A card is robust to metadata
+Pure text in, Markdown out; no Keras is imported. The site's MkDocs hook beside it
+(`docs/_hooks/generate.py`) calls these functions at build time; like the hook, this module is
+the repository's, not the wheel's (the command line's `highway-zoo list` needs only
+`highway_zoo.cli.models.shipped_note`, which the cards share). A card is robust to metadata
 it does not know: every `paper_*` number is shown with its name, other keys are listed as they
 are, and missing ones are left out.
 """
@@ -16,6 +18,8 @@ import json
 import re
 import statistics
 from typing import Any
+
+from highway_zoo.cli.models import shipped_note
 
 # Keys a card shows in its own sections; any other key of `zoo.describe` goes under "More".
 _SHOWN = {
@@ -120,16 +124,6 @@ def _written(examples: list[dict[str, Any]]) -> list[str]:
         out += [f"- `model.generate({example['prompt']!r}, {arguments})`: "
                 f"\"{example['text']}\""]
     return out + [""]
-
-
-def shipped_note(pretrained: dict[str, Any]) -> str:
-    """What the shipped weights' accuracy was measured on, said when it is not the paper's
-    test set (the MNIST sample is 5,000 digits, not the full MNIST)."""
-    source = str(pretrained.get("dataset", {}).get("source", ""))
-    if "sample" in source.lower():
-        return ("measured on the 1,000-digit test part of the 5,000-digit MNIST sample they "
-                "were trained on: not comparable with the paper's full-MNIST figure")
-    return ""
 
 
 def citation(paper: str) -> str:
@@ -454,11 +448,11 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
         "# Models", "",
         "Every registered architecture, generated from the registry (`zoo.list_models()`, "
         "`zoo.describe(name)`) and the shipped weights' index"
-        + (", its numbers from the models table, `highway_zoo/bench/results/models.csv` "
+        + (", its numbers from the models table, `benchmarks/results/models.csv` "
            "([download](../results/data/bench/models.csv)), which `python -m "
-           "highway_zoo.bench.models_table` writes (timm's results CSV; its columns: "
+           "benchmarks.models_table` writes (timm's results CSV; its columns: "
            "[the benchmarks page](../results/benchmarks.md#the-models-table-python-m-"
-           "highway_zoobenchmodels_table))" if measured is not None else "")
+           "benchmarksmodels_table))" if measured is not None else "")
         + ". Filter the table with a pattern "
         "as `zoo.list_models(pattern)` takes it (`*cifar*`, `highway_fc*_mnist`); "
         "`pretrained` keeps those with shipped weights.", "",

@@ -1,6 +1,6 @@
 """Memory of a long search in one process: what each KerasTuner trial leaves behind.
 
-    python -m highway_zoo.bench.trial_memory [--depths 10,50] [--trials 20] [--repeats 1]
+    python -m benchmarks.trial_memory [--depths 10,50] [--trials 20] [--repeats 1]
 
 A `highway-zoo tune` search (`training.tuning.search`: random search of the paper's space,
 SGD + momentum) of `--trials` trials of the zoo's FC highway net at each depth, 1 epoch each on
@@ -10,7 +10,7 @@ without it, as TensorFlow 2.21 and Keras leave it (tensorflow/tensorflow#97697: 
 train step stays in memory). The child records its resident memory (VmRSS, after a
 `gc.collect()`) at the end of every trial; the table gives the RSS after the first and the
 last trial, the growth per trial (least-squares slope over trials 2..N, the first trial's
-one-time imports and traces left out) and the peak. Writes bench/results/trial_memory.json.
+one-time imports and traces left out) and the peak. Writes benchmarks/results/trial_memory.json.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from highway_zoo.bench import driver
+from benchmarks import driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "trial_memory.json"
 MODES = ("released", "kept")  # with the project's workaround; without it
@@ -63,7 +63,7 @@ def _ints(text: str) -> list[int]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.trial_memory", __doc__, RESULTS)
+    p = driver.parser("benchmarks.trial_memory", __doc__, RESULTS)
     p.add_argument("--depths", type=_ints, default=[10, 50])
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--repeats", type=int, default=1)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     configs = [(mode, depth) for depth in args.depths for mode in MODES]
     runs_by = driver.interleaved(
         configs, args.repeats,
-        lambda key: driver.run_child("highway_zoo.bench.trial_memory", {
+        lambda key: driver.run_child("benchmarks.trial_memory", {
             "mode": key[0], "depth": key[1], "trials": args.trials}),
         describe=lambda key, run: f"{key[0]} depth {key[1]}: {run['mb_per_trial']:.1f} MB "
                                   f"a trial, {run['rss_last_mb']:.0f} MB after the last")

@@ -1,6 +1,6 @@
 """Start-up of a deep FC highway net: per-layer HighwayDense graph vs HighwayStack.
 
-    python -m highway_zoo.bench.start_up [--depths 10,30,100,1000] [--repeats 3]
+    python -m benchmarks.start_up [--depths 10,30,100,1000] [--repeats 3]
         [--max-graph-depth 100]
 
 The net is the zoo's FC highway net (784 -> 50 tanh stem, depth - 1 highway layers of width 50,
@@ -15,7 +15,7 @@ repeats; per-layer graphs deeper than `--max-graph-depth` run once on TensorFlow
 1000-layer one takes minutes) and not at all on the other backends. `--backends` runs every
 path on each Keras backend (TensorFlow, JAX, PyTorch; "first step" is tracing and compiling on
 JAX, eager on PyTorch; on JAX, `stack_autodiff` is autodiff through the same `lax.scan`).
-Writes bench/results/start_up.json. Synthetic MNIST-shaped data.
+Writes benchmarks/results/start_up.json. Synthetic MNIST-shaped data.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from highway_zoo.bench import backends, driver
+from benchmarks import backends, driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "start_up.json"
 # per-layer HighwayDense graph; HighwayStack (hand-written backward); HighwayStack with
@@ -97,7 +97,7 @@ def _ints(text: str) -> list[int]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.start_up", __doc__, RESULTS)
+    p = driver.parser("benchmarks.start_up", __doc__, RESULTS)
     p.add_argument("--depths", type=_ints, default=[10, 30, 100, 1000])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--max-graph-depth", type=int, default=100,
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     configs, skip = plan(args.depths, args.backends, args.max_graph_depth)
     runs_by = driver.interleaved(
         configs, args.repeats,
-        lambda key: driver.run_child("highway_zoo.bench.start_up", {"path": key[1], "depth": key[2],
+        lambda key: driver.run_child("benchmarks.start_up", {"path": key[1], "depth": key[2],
                                                         "steps": args.steps}, backend=key[0]),
         describe=lambda key, run: f"{key[0]} {key[1]} depth {key[2]}: {run}", skip=skip)
     rows = []

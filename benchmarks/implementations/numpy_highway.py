@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from highway_zoo.bench.implementations import steady_step_s
+from benchmarks.implementations import steady_step_s
 
 N_INPUTS = 784
 N_CLASSES = 10

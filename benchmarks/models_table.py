@@ -1,12 +1,12 @@
 """The models table: one CSV row per registered model, its size, cost, paper and speed.
 
-    python -m highway_zoo.bench.models_table [--models PATTERNS [--keep]] [--batch-size 128]
+    python -m benchmarks.models_table [--models PATTERNS [--keep]] [--batch-size 128]
         [--large-batch-size 32] [--steps 10] [--max-seconds 20] [--repeats 1] [--out FILE]
 
 timm's results/*.csv, for this zoo: every model of `zoo.list_models()` (or those `--models`
 names: names or fnmatch patterns, comma-separated) is built in its own fresh process and
 measured there; the rows are written, in the registry's order, to `models.csv` beside the
-JSON (`--out`, default highway_zoo/bench/results/models_table.json), which holds the machine,
+JSON (`--out`, default benchmarks/results/models_table.json), which holds the machine,
 the date, the settings, the load averages and every run. Nothing in the CSV is typed by hand:
 the registry (`zoo.describe`) gives the family, dataset and the paper's number, the shipped
 weights' index (zoo/pretrained/index.json, written when the weights were trained) their test
@@ -22,7 +22,7 @@ their registry facts (shipped weights, the paper's number) are today's. Every ru
 date it was measured (`date`), and the JSON lists the models `measured` by this invocation and
 those `kept`.
 
-Why highway_zoo/bench/results/ and not a top-level results/ as in timm (and issue 30): every
+Why benchmarks/results/ and not a top-level results/ as in timm (issue 30): every
 other benchmark writes its JSON there, the suite (`highway-zoo bench --full`) writes there,
 the site copies that directory's files beside the benchmarks page, and a quick run
 (`highway-zoo bench`) writes to ./bench_results/ instead, so it never replaces the committed
@@ -78,9 +78,9 @@ import sys
 import time
 from pathlib import Path
 
-from highway_zoo.bench import conv, driver
+from benchmarks import conv, driver
 
-MODULE = "highway_zoo.bench.models_table"
+MODULE = "benchmarks.models_table"
 RESULTS = Path(__file__).resolve().parent / "results" / "models_table.json"
 CSV_NAME = "models.csv"
 

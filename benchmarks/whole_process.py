@@ -1,12 +1,12 @@
 """Whole processes: `highway-zoo train` on each Keras backend against the NumPy script.
 
-    python -m highway_zoo.bench.whole_process [--depth 30] [--epochs 12] [--repeats 3]
-        [--backends tensorflow,jax,torch] [--out highway_zoo/bench/results/whole_process.json]
+    python -m benchmarks.whole_process [--depth 30] [--epochs 12] [--repeats 3]
+        [--backends tensorflow,jax,torch] [--out benchmarks/results/whole_process.json]
 
 What a user waits for, start-up included: `highway-zoo train highway_fc10_mnist --depth D
 --stacked --epochs E` (the headline's network and recipe on the MNIST sample; a new run
 directory each time) against the NumPy peer's whole process
-(`python -m highway_zoo.bench.implementations.numpy_script --depth D --epochs E`: the same
+(`python -m benchmarks.implementations.numpy_script --depth D --epochs E`: the same
 network, data and recipe, hand-written in NumPy). Every process is fresh and timed by the wall
 clock from before it starts to its exit (`driver.timed_process`); each repeat runs, in this
 order, `python -c pass` (the interpreter), `python -c "import keras"` on each backend (Keras's
@@ -39,13 +39,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from highway_zoo.bench import backends, driver
+from benchmarks import backends, driver
 from training.runtime import jax_cache
 
 RESULTS = Path(__file__).resolve().parent / "results" / "whole_process.json"
 PHASES = ("interpreter", "keras", "imports", "data", "build", "compile", "training",
           "evaluation", "callbacks", "saving", "exit")
-NUMPY_SCRIPT = "highway_zoo.bench.implementations.numpy_script"
+NUMPY_SCRIPT = "benchmarks.implementations.numpy_script"
 
 
 def train_command(depth: int, epochs: int, out: str) -> list[str]:
@@ -215,7 +215,7 @@ def format_tables(rows: list[dict], goal: dict) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.whole_process", __doc__, RESULTS)
+    p = driver.parser("benchmarks.whole_process", __doc__, RESULTS)
     p.add_argument("--depth", type=int, default=30,
                    help="layers in all, the stem counted (highway-zoo train --depth)")
     p.add_argument("--epochs", type=int, default=12)

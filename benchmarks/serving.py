@@ -1,8 +1,8 @@
 """Latency and throughput of exported SavedModels, called as TF Serving would call them.
 
-    python -m highway_zoo.bench.serving --random-weights
+    python -m benchmarks.serving --random-weights
         [--models highway_b_cifar10,highway_fc50_mnist] [--calls 200] [--batch-size 256] [--runs 7]
-    python -m highway_zoo.bench.serving --base-dir exported  # the latest versions exported there
+    python -m benchmarks.serving --base-dir exported  # the latest versions exported there
 
 Each model is exported (`zoo.export`, into a temporary base directory unless `--base-dir`
 names one holding exports already) and then measured in its own fresh process that imports
@@ -10,7 +10,7 @@ TensorFlow only, never this project: `tf.saved_model.load`, then `signatures["se
 on random raw-pixel batches. Reported: load time, the first call (cold), latency at batch 1
 (median and p99 over `--calls` calls after 20 warm-up calls) and throughput at
 `--batch-size` (images/s, median over `--runs` timed calls after 2 warm-up calls). Prints a
-table and writes bench/results/serving.json. Random weights time the same as trained ones.
+table and writes benchmarks/results/serving.json. Random weights time the same as trained ones.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from highway_zoo.bench import driver
+from benchmarks import driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serving.json"
 MODELS = ["highway_b_cifar10", "highway_fc50_mnist"]
@@ -91,7 +91,7 @@ def _export_random(base: Path, name: str) -> Path:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.serving", __doc__, RESULTS)
+    p = driver.parser("benchmarks.serving", __doc__, RESULTS)
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--random-weights", action="store_true",
                    help="export freshly initialised models into a temporary directory")
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
         def one(name: str) -> dict:
             # In the temporary directory, away from this project's packages.
-            result = driver.run_child("highway_zoo.bench.serving", {
+            result = driver.run_child("benchmarks.serving", {
                 "model_dir": str(dirs[name]), "calls": args.calls,
                 "batch_size": args.batch_size, "runs": args.runs}, cwd=tmp)
             record = json.loads((dirs[name] / "assets.extra" / "highway_zoo.json").read_text())

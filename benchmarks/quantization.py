@@ -1,6 +1,6 @@
 """int8 against float for every shipped model: accuracy, file size, CPU latency and the gates.
 
-    python -m highway_zoo.bench.quantization [--models highway_fc10_mnist,...] [--calls 200]
+    python -m benchmarks.quantization [--models highway_fc10_mnist,...] [--calls 200]
         [--gate-images 2000] [--calibration-images 300] [--data-dir DIR]
 
 Each model (default: every one with shipped weights, zoo/pretrained/index.json) is measured in
@@ -21,7 +21,7 @@ image), float against int8.
 Latencies are of this machine's state when measured (the JSON records its load average):
 taken in turn, a row's forms share that state, so its ratios are sound where its milliseconds
 may not be. Prints a table and writes
-bench/results/quantization.json and, beside it, quantization.md (the table).
+benchmarks/results/quantization.json and, beside it, quantization.md (the table).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from highway_zoo.bench import driver
+from benchmarks import driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "quantization.json"
 NEAR = 0.01  # "saturated": T within this of 0 or 1
@@ -264,7 +264,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.quantization", __doc__, RESULTS)
+    p = driver.parser("benchmarks.quantization", __doc__, RESULTS)
     p.add_argument("--models", help="comma-separated names (default: every shipped model)")
     p.add_argument("--calls", type=int, default=200, help="timed batch-1 calls per form")
     p.add_argument("--gate-images", type=int, default=2000,
@@ -285,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     load_before = os.getloadavg()[0]
 
     def one(name: str) -> dict:
-        return driver.run_child("highway_zoo.bench.quantization", {
+        return driver.run_child("benchmarks.quantization", {
             "name": name, "calls": args.calls, "gate_images": args.gate_images,
             "calibration_images": args.calibration_images, "data_dir": args.data_dir})
 

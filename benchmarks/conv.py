@@ -1,6 +1,6 @@
 """Convolutional nets: training and inference images/s, and GFLOP/s against a 3x3 convolution.
 
-    python -m highway_zoo.bench.conv
+    python -m benchmarks.conv
         [--models highway_conv32_mnist,highway_b_cifar10,resnet50_imagenet:32,...]
         [--steps 10] [--max-seconds 20] [--batch-size 128] [--repeats 3]
                          [--input-size N]
@@ -31,7 +31,7 @@ measured in the same process (median of the per-run fractions), and the first tr
 time. `--input-size N` builds every model at NxN (nets that take other sizes; for quick
 checks). `--backends` runs every model on each Keras backend, against that backend's own 3x3
 convolution (JAX: `lax.conv_general_dilated`, jitted; PyTorch: `conv2d` on NCHW, its native
-layout). Writes bench/results/conv.json.
+layout). Writes benchmarks/results/conv.json.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import sys
 import time
 from pathlib import Path
 
-from highway_zoo.bench import backends, driver
+from benchmarks import backends, driver
 
 RESULTS = Path(__file__).resolve().parent / "results" / "conv.json"
 IMAGENET = ["resnet50_imagenet", "highway50_imagenet", "highway_full50_imagenet"]
@@ -183,7 +183,7 @@ def _models(text: str) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.conv", __doc__, RESULTS)
+    p = driver.parser("benchmarks.conv", __doc__, RESULTS)
     p.add_argument("--models", type=_models, default=MODELS,
                    help=f"NAME or NAME:BATCH, comma-separated (default: {','.join(MODELS)})")
     p.add_argument("--batch-size", type=int, default=128,
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
                  for backend in args.backends]
     runs = driver.interleaved(
         plan, args.repeats,
-        lambda key: driver.run_child("highway_zoo.bench.conv", {
+        lambda key: driver.run_child("benchmarks.conv", {
             "name": key[0], "batch_size": key[1], "steps": args.steps,
             "input_size": args.input_size, "max_seconds": args.max_seconds}, backend=key[2]),
         describe=lambda key, run: (

@@ -19,7 +19,7 @@ import importlib
 import time
 from pathlib import Path
 
-from highway_zoo.bench import driver
+from benchmarks import driver
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -93,7 +93,7 @@ DURATION_FULL = "about 3 h on this 2-core machine"
 
 def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None,
         gpu: bool = False):
-    """Runs the quick (or full, or GPU) set; results go to `out_dir` (default: bench/results
+    """Runs the quick (or full, or GPU) set; results go to `out_dir` (default: benchmarks/results
     for the full and GPU sets, ./bench_results for the quick one, so a quick run never replaces
     the README's). The GPU set refuses, in one line, a machine without a GPU."""
     if full and gpu:
@@ -112,8 +112,8 @@ def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] |
     started = time.perf_counter()
     failed = []
     for script, result, args in plan:
-        print(f"\n== highway_zoo.bench.{script} {' '.join(args)}", flush=True)
-        module = importlib.import_module(f"highway_zoo.bench.{script}")
+        print(f"\n== benchmarks.{script} {' '.join(args)}", flush=True)
+        module = importlib.import_module(f"benchmarks.{script}")
         # One failed measurement costs its own script's results, not the rest of the set.
         try:
             status = module.main([*args, "--out", str(out / f"{result}.json")])

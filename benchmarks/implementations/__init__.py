@@ -29,11 +29,11 @@ class Implementation(NamedTuple):
             "tensorflow")
 
 
-_KERAS = "highway_zoo.bench.implementations.keras_highway"
+_KERAS = "benchmarks.implementations.keras_highway"
 IMPLEMENTATIONS = {
-    "numpy": Implementation("highway_zoo.bench.implementations.numpy_highway", {},
+    "numpy": Implementation("benchmarks.implementations.numpy_highway", {},
                             "NumPy, hand-written forward and backward", "numpy"),
-    "pytorch": Implementation("highway_zoo.bench.implementations.torch_highway", {},
+    "pytorch": Implementation("benchmarks.implementations.torch_highway", {},
                               "PyTorch eager, two nn.Linear per block", "torch"),
     "keras_two_dense": Implementation(_KERAS, {"style": "two_dense"},
                                       "Keras, two Dense layers per block", "tensorflow"),

@@ -1,8 +1,8 @@
 """The headline experiment, this project against what a user would write instead.
 
-    python -m highway_zoo.bench.headline [--depths 10,30,100,1000] [--repeats 3] [--epochs 12]
+    python -m benchmarks.headline [--depths 10,30,100,1000] [--repeats 3] [--epochs 12]
                              [--implementations numpy,pytorch,keras_two_dense,...]
-                             [--width 50 --batch-size 128] [--out bench/results/headline.json]
+                             [--width 50 --batch-size 128] [--out benchmarks/results/headline.json]
 
 784 -> 50 tanh, N coupled highway blocks of width 50 (b_T = -2), softmax 10; Adam 5e-3,
 global-norm clip 5, batch 128, 12 epochs on 4,000 MNIST training images, tested on 1,000
@@ -21,7 +21,7 @@ each alternative's, from the same run. highway-zoo has a row per Keras backend: 
 JAX (cold: every process compiles afresh; and `highway_zoo_jax_cached`: JAX's persistent
 compilation cache, which `highway-zoo` turns on, warmed by one unmeasured run, as on a user's
 second run) and PyTorch. Per-layer Keras graphs are not run beyond `--max-graph-depth`
-(tracing a 1000-layer one takes minutes; see bench/results/start_up.json).
+(tracing a 1000-layer one takes minutes; see benchmarks/results/start_up.json).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from highway_zoo.bench import backends, driver
-from highway_zoo.bench.implementations import IMPLEMENTATIONS, OURS, PER_LAYER_GRAPHS, available
+from benchmarks import backends, driver
+from benchmarks.implementations import IMPLEMENTATIONS, OURS, PER_LAYER_GRAPHS, available
 from training.runtime import jax_cache
 
 RESULTS = Path(__file__).resolve().parent / "results" / "headline.json"
@@ -70,7 +70,7 @@ def read_data(data_file: str) -> dict:
 
 def measure(name: str, depth: int, data_file: str, options: dict) -> dict:
     """Runs in a fresh process: trains once, adds memory figures."""
-    from highway_zoo.bench.implementations import train
+    from benchmarks.implementations import train
 
     data = read_data(data_file)
     # Import the framework before the baseline, so that its own footprint is not counted.
@@ -207,7 +207,7 @@ def _names(text: str) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.headline", __doc__, RESULTS)
+    p = driver.parser("benchmarks.headline", __doc__, RESULTS)
     p.add_argument("--depths", type=_ints, default=[10, 30, 100, 1000])
     p.add_argument("--implementations", type=_names, default=list(IMPLEMENTATIONS))
     p.add_argument("--repeats", type=int, default=3)
@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
 
         def measure_in_child(key, options=options):
             implementation = IMPLEMENTATIONS[key[0]]
-            return driver.run_child("highway_zoo.bench.headline", {
+            return driver.run_child("benchmarks.headline", {
                 "name": key[0], "depth": key[1], "data_file": data_file, "options": options,
             }, args.timeout, backend=implementation.keras_backend,
                 env=cache if implementation.compilation_cache else None)

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from highway_zoo.bench.implementations import steady_step_s
+from benchmarks.implementations import steady_step_s
 
 N_INPUTS = 784
 N_CLASSES = 10

@@ -1,7 +1,7 @@
 """Training throughput of the zoo's character-aware LM against the same net in stock Keras
 and in plain PyTorch.
 
-    python -m highway_zoo.bench.language_model [--model lstm_char_small_ptb] [--repeats 5]
+    python -m benchmarks.language_model [--model lstm_char_small_ptb] [--repeats 5]
         [--steps 40] [--out FILE]
 
 Three nets of Kim et al.'s layout, trained on random data of PTB's shape (batch 20, 35 steps,
@@ -23,7 +23,7 @@ steps each (one `fit` call for a Keras net, as an epoch is one), timed in steady
 the end of the second step to the end of the last; the table gives the median
 tokens/s of each and the medians of the per-repeat ratios to (c) (back-to-back runs on a shared
 machine: the ratio cancels most of its load). Keras's backend is the process's
-(`KERAS_BACKEND`). Writes highway_zoo/bench/results/language_model_<backend>.json (`--out`).
+(`KERAS_BACKEND`). Writes benchmarks/results/language_model_<backend>.json (`--out`).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def torch_net(args: dict):
     """(c): the net in PyTorch, its optimizer and device (a CUDA GPU where there is one)."""
     import torch
 
-    from highway_zoo.bench.implementations.torch_char_lm import CharLM
+    from benchmarks.implementations.torch_char_lm import CharLM
 
     torch.manual_seed(0)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -119,7 +119,7 @@ def run(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 
     import torch
 
     import zoo
-    from highway_zoo.bench.implementations import torch_char_lm
+    from benchmarks.implementations import torch_char_lm
     from training.runtime import backend as runtime_backend
     from zoo.char_lm import trained_weights
 

@@ -1,6 +1,6 @@
 """The one driver every benchmark script uses.
 
-A script is a module `highway_zoo.bench.X` with a `measure(**spec) -> dict` that runs one
+A script is a module `benchmarks.X` with a `measure(**spec) -> dict` that runs one
 measurement and a `main(argv)` that parses the script's options with `parser(...)` and hands
 them to `main(...)` below. The driver gives it:
 
@@ -64,6 +64,8 @@ def run_child(module: str, spec: dict, timeout: float | None = None,
     shown = f"`{prefix}python -m {module} --child {shlex.quote(command[-1])}`"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": backend,
            **jax_cache.environment(None), **(env or {})}
+    # `benchmarks` is the repository's, not installed: the child finds it from any `cwd`.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     proc = _completed(command, shown, env, cwd, timeout)
     lines = proc.stdout.strip().splitlines()
     try:

