@@ -4,15 +4,16 @@ zoo's networks.
 
 `import layers` imports neither Keras nor TensorFlow: `VARIANTS`, `GATED_SKIPS` and
 `ALL_VARIANTS` (see `layers.variants`) are pure Python, and the layer classes are imported on
-first use (PEP 562), so the command line reads the variant names at once. With Keras already
-imported (`import keras` first, as isort orders the imports), `import layers` imports the
-classes, which registers them for `keras.saving.load_model`.
+first use (PEP 562), so the command line reads the variant names at once. Once Keras is
+imported, before `import layers` or after it, the classes are imported too, which registers
+them for `keras.saving.load_model` (a post-import hook on `keras`, wrapt's).
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
+
+import wrapt
 
 from layers.variants import ALL_VARIANTS, GATED_SKIPS, VARIANTS
 
@@ -42,6 +43,10 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
 
-if "keras" in sys.modules:
-    for _name in _LAZY:
-        __getattr__(_name)
+def _register_classes(_keras) -> None:
+    for name in _LAZY:
+        __getattr__(name)
+
+
+# Now if Keras is imported, else as soon as it is: the import order does not matter.
+wrapt.register_post_import_hook(_register_classes, "keras")

@@ -438,7 +438,7 @@ def test_analyses_match_tensorflow(backend, tensorflow_analyses, tmp_path, subte
                 assert_close(out[key], expected[key], f"{backend} {key}")
 
 
-# The character-aware language model (zoo/char_lm.py; not in zoo_cases: its input is character
+# The character-aware language model (zoo/char_lm/; not in zoo_cases: its input is character
 # ids, not pixels), tiny: forwards, then one SGD step, the same on every backend.
 
 LM_NAME = "lstm_char_small_ptb"

@@ -8,6 +8,7 @@ export is checked against the Keras model fed the spelling of the Python reader
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -350,21 +351,24 @@ def test_generation_refuses_bad_arguments_in_one_line(run, bad, message):
 
 @pytest.fixture
 def package(tmp_path, monkeypatch):
-    """zoo/pretrained/ as a directory of the test's, and a short reference sentence."""
+    """The language models' family folder (its presets, an empty weights folder) as a
+    directory of the test's, and a short reference sentence."""
     from training.experiments import pretrain
-    from zoo import pretrained
+    from zoo import pretrained, registry
 
-    monkeypatch.setattr(pretrained, "PACKAGE_DIR", tmp_path / "pretrained")
-    monkeypatch.setattr(pretrained, "INDEX", tmp_path / "pretrained" / "index.json")
+    presets = tmp_path / "char_lm" / "presets.json"
+    (tmp_path / "char_lm" / "weights").mkdir(parents=True)
+    shutil.copyfile(registry.preset_file(SMALL), presets)
+    for name in zoo.list_models("lstm_char_*"):
+        monkeypatch.setitem(registry._PRESET_FILES, name, presets)
     monkeypatch.setattr(pretrained, "CACHE_SUBDIR", str(tmp_path / "cache"))
     pretrained.index.cache_clear()
     monkeypatch.setattr(pretrain, "REFERENCE_SENTENCE", "a big")
     monkeypatch.setattr(pretrain, "EXAMPLES", [
         {"prompt": "a big", "max_length": 6, "sampler": "greedy"},
         {"prompt": "some", "max_length": 6, "sampler": "top_k", "k": 3, "seed": 0}])
-    (tmp_path / "pretrained").mkdir()
     try:
-        yield tmp_path / "pretrained"
+        yield tmp_path / "char_lm"
     finally:
         pretrained.index.cache_clear()
 
@@ -390,7 +394,7 @@ def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, package)
     assert entry["command"].startswith(f"highway-zoo train {SMALL} --corpus PTB_DIR "
                                        "--recipe kim_char_lm_quick --seed 0")
     # A changed byte in the vocabulary is refused (its sha256), as for the weights.
-    vocabulary = tmp_path / "pretrained" / entry["vocabulary"]["file"]
+    vocabulary = package / "weights" / entry["vocabulary"]["file"]
     vocabulary.write_text(vocabulary.read_text().replace('"cat"', '"cap"'))
     for cached in (tmp_path / "cache").iterdir():
         cached.unlink()
@@ -411,7 +415,7 @@ def test_float16_shipping_halves_the_file_and_measures_the_stored_weights_again(
     assert cli.main(["pretrain", "--language-model", SMALL, str(run), "--float16",
                      "--corpus", str(corpus), "--trained-on", "a lent GPU"]) == 0
     entry = pretrained.index()[SMALL]
-    path = package / entry["file"]
+    path = package / "weights" / entry["file"]
     with h5py.File(path, "r") as f:
         dtypes = set()
         f.visititems(lambda _, item: dtypes.add(str(item.dtype))
@@ -438,7 +442,7 @@ def test_float16_shipping_refuses_another_text_and_keeps_what_was_shipped(
     from zoo import pretrained
 
     assert cli.main(["pretrain", "--language-model", SMALL, str(run)]) == 0
-    before = {p.name: p.read_bytes() for p in package.iterdir()}
+    before = {p: p.read_bytes() for p in package.rglob("*") if p.is_file()}
     other = write_corpus(tmp_path / "other", lines=(100, 30, 31))
     capsys.readouterr()
     for argv, message in [
@@ -451,7 +455,7 @@ def test_float16_shipping_refuses_another_text_and_keeps_what_was_shipped(
         assert len(err) == 1 and message in err[0], err
     assert cli.main(["pretrain", "--float16", "--only", "highway_fc10_mnist"]) == 2
     assert "go with --language-model" in capsys.readouterr().err
-    assert {p.name: p.read_bytes() for p in package.iterdir()} == before
+    assert {p: p.read_bytes() for p in package.rglob("*") if p.is_file()} == before
     pretrained.index.cache_clear()
     assert pretrained.index()[SMALL].get("stored_dtype") is None
 

@@ -28,13 +28,14 @@ print(json.dumps({{"params": model.count_params(), "class": type(model).__name__
                   "lazy_module": zoo.weights.__name__}}), flush=True)
 """
 
-# `import keras` before `import zoo` (isort's order): a zoo `.keras` file loads as before.
-KERAS_FIRST_LOAD_FILE = """
+# `import keras` and `import zoo`, in either order: Keras's own loader reads a zoo `.keras`
+# file without custom_objects.
+LOAD_FILE = """
 import json, sys
-import keras
-import zoo
+import {first}
+import {second}
 model = keras.saving.load_model(sys.argv[1])
-print(json.dumps({"class": type(model).__name__, "params": model.count_params()}))
+print(json.dumps({{"class": type(model).__name__, "params": model.count_params()}}))
 """
 
 
@@ -67,10 +68,12 @@ def test_lazy_load_builds_after_the_registry_in_the_same_process(registry_then_l
                       "lazy_module": "zoo.weights"}
 
 
-def test_a_zoo_keras_file_loads_after_import_keras_then_zoo(registry_then_load):
+@pytest.mark.parametrize("first, second", [("keras", "zoo"), ("zoo", "keras")])
+def test_a_zoo_keras_file_loads_whichever_of_keras_and_zoo_is_imported_first(
+        registry_then_load, first, second):
     path, _ = registry_then_load
-    assert _run(KERAS_FIRST_LOAD_FILE, path) == [{"class": "HighwayZooModel",
-                                                   "params": 85_660}]
+    assert _run(LOAD_FILE.format(first=first, second=second), path) == [
+        {"class": "HighwayZooModel", "params": 85_660}]
 
 
 # --- layers -------------------------------------------------------------------------
@@ -89,15 +92,15 @@ model.save(sys.argv[1])
 print(json.dumps({"classes": [type(layer).__name__ for layer in model.layers]}), flush=True)
 """
 
-# `import keras` before `import layers` (isort's order): the classes are registered, and
+# `import keras` and `import layers`, in either order: the classes are registered, and
 # Keras's own loader reads the file without custom_objects.
-KERAS_FIRST_LOAD_LAYERS = """
+LOAD_LAYERS = """
 import json, sys
-import keras
-import layers
+import {first}
+import {second}
 model = keras.saving.load_model(sys.argv[1])
-print(json.dumps({"classes": [type(layer).__name__ for layer in model.layers],
-                  "variant": model.layers[0].variant}))
+print(json.dumps({{"classes": [type(layer).__name__ for layer in model.layers],
+                   "variant": model.layers[0].variant}}))
 """
 
 
@@ -107,8 +110,9 @@ def test_import_layers_reads_the_variants_without_keras_and_classes_load_on_use(
     assert names == {"heavy": [], "variants": ["coupled", "full", "c_only", "t_only",
                                                "residual", "plain"]}
     assert built == {"classes": ["HighwayDense", "HighwayStack"]}
-    assert _run(KERAS_FIRST_LOAD_LAYERS, path) == [{"classes": ["HighwayDense", "HighwayStack"],
-                                                    "variant": "full"}]
+    for first, second in [("keras", "layers"), ("layers", "keras")]:
+        assert _run(LOAD_LAYERS.format(first=first, second=second), path) == [
+            {"classes": ["HighwayDense", "HighwayStack"], "variant": "full"}], (first, second)
 
 
 # --- the command line ------------------------------------------------------------------

@@ -133,3 +133,62 @@ def test_the_circle_check_sees_a_circle_through_a_function(tmp_path):
     (package / "d.py").write_text("from training.experiments.c import x\n")
     assert _circles(_module_imports(package, tmp_path)) == [
         ["training.experiments.a", "training.experiments.b"]]
+
+
+# --- a model family is one folder (docs/about/development.md) -----------------------------
+
+FAMILY_FILES = {"__init__.py", "builders.py", "presets.json"}
+
+
+def _families() -> list[Path]:
+    return sorted(path.parent for path in (ROOT / "zoo").glob("*/presets.json"))
+
+
+def test_every_family_is_a_folder_of_builders_presets_and_weights():
+    import zoo
+    from zoo import registry
+
+    families = _families()
+    assert [f.name for f in families] == ["bn_cifar_nets", "char_lm", "conv_nets", "fc_nets",
+                                          "imagenet_nets"]
+    tree = ast.parse((ROOT / "zoo" / "__init__.py").read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and node.module == "zoo" for alias in node.names}
+    defined = set()
+    for family in families:
+        assert FAMILY_FILES <= {p.name for p in family.iterdir()}, family
+        assert family.name in imported, f"zoo/__init__.py does not import {family.name}"
+        presets = registry.read_presets(family / "presets.json")
+        # Written as every writer writes it: a shipped weight changes only its record.
+        assert (family / "presets.json").read_text(encoding="utf-8") == \
+            registry.presets_text(presets)
+        builders = ast.parse((family / "builders.py").read_text(encoding="utf-8"))
+        registered = {node.args[0].value for node in ast.walk(builders)
+                      if isinstance(node, ast.Call) and getattr(node.func, "id", None)
+                      == "register_family"}
+        named = set()
+        for name, preset in presets.items():
+            assert preset["builder"] in registered, (name, preset["builder"])
+            assert registry.preset_file(name) == family / "presets.json"
+            for part in (preset.get("weights"), (preset.get("weights") or {}).get("vocabulary")):
+                if part:
+                    assert (family / "weights" / part["file"]).is_file(), (name, part["file"])
+                    named.add(part["file"])
+        shipped = {p.name for p in (family / "weights").glob("*")} \
+            if (family / "weights").is_dir() else set()
+        assert shipped == named, f"{family.name}/weights holds files no preset names"
+        defined |= set(presets)
+    assert defined == set(zoo.list_models())  # every architecture is a preset
+
+
+def test_no_module_registers_an_architecture_in_code():
+    """The facts are data: architectures come from presets.json only (registry.py's
+    `register_presets` calls `register`)."""
+    calls = {str(path.relative_to(ROOT)) for package in ORDER
+             for path in sorted((ROOT / package).rglob("*.py"))
+             if path != ROOT / "zoo" / "registry.py"
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "register"
+             or isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "register"
+             and getattr(node.func.value, "id", None) == "registry"}
+    assert calls == set()

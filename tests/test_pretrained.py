@@ -32,7 +32,7 @@ def test_weights_are_shipped_for_the_mnist_family_on_both_datasets():
         meta = zoo.describe(name)  # the registry's dataset, against the index's record
         assert meta["dataset"] == entry["dataset"]["name"]
         assert not name.startswith("highway_cifar") and "cifar" not in name
-        path = pretrained.PACKAGE_DIR / entry["file"]
+        path = pretrained.weights_dir(name) / entry["file"]
         assert sha256_of(path) == entry["sha256"], path
         assert entry["recipe"]["name"] and entry["command"].startswith("highway-zoo train")
 
@@ -92,7 +92,7 @@ def test_shipped_language_models_give_their_runs_next_word_probabilities(name):
 
     entry = LANGUAGE_MODELS[name]
     for part in (entry, entry["vocabulary"]):
-        assert sha256_of(pretrained.PACKAGE_DIR / part["file"]) == part["sha256"]
+        assert sha256_of(pretrained.weights_dir(name) / part["file"]) == part["sha256"]
     assert entry["dataset"]["name"] == "ptb" and entry["dataset"]["standard_ptb"] is True
     assert entry["epochs"] == 25 and len(entry["val_perplexity_per_epoch"]) == 25
     model = zoo.load(name, weights="default")

@@ -154,7 +154,7 @@ def _sha256(path):
 @pytest.mark.parametrize("name", [FC, CONV])
 def test_a_quantized_shipped_model_saved_and_reloaded_predicts_the_same(name, mnist, tmp_path):
     images, labels = mnist
-    weights_file = pretrained.PACKAGE_DIR / pretrained.record(name)["file"]  # as shipped
+    weights_file = pretrained.weights_dir(name) / pretrained.record(name)["file"]  # as shipped
     before = _sha256(weights_file)
     float_model = zoo.load(name, weights="default")
     assert float_model.count_params() == zoo.describe(name)["params"]

@@ -19,22 +19,22 @@ Keras comes with the first network built: `load`, `save`, `save_weights`, `verif
 loading the float weights) is `zoo.quantization`'s.
 
 `keras.saving.load_model` reads a zoo `.keras` file once `HighwayZooModel` is registered:
-`import zoo` registers it (and the layers) when Keras is already imported (`import keras`
-first, as isort orders the imports); else `zoo.load`, `zoo.HighwayZooModel` or
-`import zoo.model` does.
+after `import zoo`, it (and the layers) is registered as soon as Keras is imported, before
+`import zoo` or after it (a post-import hook on `keras`, wrapt's).
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
 
-# Importing the family modules registers their architectures (no Keras: see registry.py).
+import wrapt
+
+# Importing the family folders registers their builders and presets (no Keras: see
+# registry.py). A new family is a folder here, imported in this list.
 from zoo import (  # noqa: F401
     bn_cifar_nets,
     char_lm,
     conv_nets,
-    fashion_mnist,
     fc_nets,
     imagenet_nets,
     pretrained,
@@ -93,8 +93,11 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY, *_LAZY_SUBMODULES})
 
 
-# With Keras already imported the classes cost nothing more: register them, so that
-# `keras.saving.load_model` reads a zoo `.keras` file after `import keras, zoo` as before.
-if "keras" in sys.modules:
+def _register_classes(_keras) -> None:
     import layers  # noqa: F401
     from zoo import model  # noqa: F401
+
+
+# With Keras imported the classes cost nothing more: registered now if it is, else as soon as
+# it is, so that `keras.saving.load_model` reads a zoo `.keras` file in either import order.
+wrapt.register_post_import_hook(_register_classes, "keras")

@@ -42,7 +42,7 @@ from zoo.weights import read_model_dir, verify
 _NOT_BODY = (*registry.TOP_OVERRIDES, "stacked", "input_shape")
 _STACK = "highway_stack"
 _PER_LAYER = re.compile(r"highway_(\d+)")
-_LSTM = re.compile(r"lstm_\d+")  # zoo/char_lm.py's layer names
+_LSTM = re.compile(r"lstm_\d+")  # zoo/char_lm/builders.py's layer names
 
 
 class WeightsMismatchError(ValueError):

@@ -110,9 +110,9 @@ class HighwayZooModel(keras.Model):
 
     def generate(self, prompt, max_length: int = 20, **kwargs):
         """A language model's text after `prompt`, as keras-hub's `CausalLM.generate`
-        (`zoo.generation.generate`: `sampler="greedy"` or `"top_k"`, `k`, `seed`,
+        (`zoo.char_lm.generation.generate`: `sampler="greedy"` or `"top_k"`, `k`, `seed`,
         `stop_token`)."""
-        from zoo.generation import generate
+        from zoo.char_lm.generation import generate
 
         return generate(self, prompt, max_length, **kwargs)
 

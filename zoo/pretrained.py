@@ -1,42 +1,36 @@
 """Pretrained weights: `zoo.load(name, weights="default")`.
 
-`zoo/pretrained/index.json` (pure data, written by `highway-zoo pretrain`) lists,
-per architecture, a weights file, its sha256 and how it was made: the data it was trained
-and tested on, the recipe, the command, the test accuracy measured. A file is fetched with
-`keras.utils.get_file(file_hash=sha256)` into the Keras cache
-(`~/.keras/models/highway_zoo/`), from its `origin` URL or, for the files shipped inside
-the package, from the package itself; the sha256 is checked before anything is loaded.
-`zoo/pretrained/pending.json` (data too) says, per architecture whose paper number is being
-reproduced, why its weights are not shipped yet: `zoo.load` says so in one line.
+A net's preset (its family's `presets.json`) holds the record of its shipped weights under
+"weights", written by `highway-zoo pretrain`: the weights file (in the family's `weights/`
+folder), its sha256 and how it was made: the data it was trained and tested on, the recipe,
+the command, the test accuracy measured. A file is fetched with
+`keras.utils.get_file(file_hash=sha256)` into the Keras cache (`~/.keras/models/highway_zoo/`),
+from its `origin` URL or, for the files shipped inside the package, from the package itself;
+the sha256 is checked before anything is loaded. A net whose paper number is being reproduced
+says instead, under "weights_pending", why its weights do not ship yet: `zoo.load` says so in
+one line.
 """
 
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-PACKAGE_DIR = Path(__file__).parent / "pretrained"
-INDEX = PACKAGE_DIR / "index.json"
-PENDING = PACKAGE_DIR / "pending.json"
+from zoo import registry
+
 CACHE_SUBDIR = "models/highway_zoo"
 
 
-@cache
-def index() -> dict[str, dict[str, Any]]:
-    """Architecture name -> the record of its default weights."""
-    if not INDEX.is_file():
-        return {}
-    return json.loads(INDEX.read_text(encoding="utf-8"))
+# Architecture name -> the record of its default weights; -> why they do not ship yet. Both
+# read the presets once (`index.cache_clear()` reads them again).
+index = registry.weights_records
+pending = registry.pending_records
 
 
-@cache
-def pending() -> dict[str, str]:
-    """Architecture name -> why its weights are not shipped yet."""
-    if not PENDING.is_file():
-        return {}
-    return json.loads(PENDING.read_text(encoding="utf-8"))
+def weights_dir(name: str) -> Path:
+    """The folder of `name`'s family that holds its shipped weights files."""
+    return registry.preset_file(name).with_name("weights")
 
 
 def record(name: str) -> dict[str, Any]:
@@ -56,6 +50,20 @@ def record(name: str) -> dict[str, Any]:
     return entries[name]
 
 
+def ship(name: str, entry: dict[str, Any]) -> None:
+    """Writes `entry` as the record of `name`'s shipped weights into its family's presets
+    (whole, atomically), and drops the reason none shipped."""
+    from zoo.files import write_text
+
+    path = registry.preset_file(name)
+    presets = registry.read_presets(path)
+    presets[name]["weights"] = entry
+    presets[name].pop("weights_pending", None)
+    write_text(path, registry.presets_text(presets), overwrite=True)
+    index.cache_clear()
+    pending.cache_clear()
+
+
 def fetch(name: str) -> Path:
     """The local path of `name`'s default weights, fetched and hash-checked."""
     import keras
@@ -65,10 +73,10 @@ def fetch(name: str) -> Path:
         return Path(keras.utils.get_file(
             fname=entry["file"], origin=entry["origin"], file_hash=entry["sha256"],
             hash_algorithm="sha256", cache_subdir=CACHE_SUBDIR))
-    return _from_package(entry["file"], entry["sha256"])
+    return _from_package(weights_dir(name) / entry["file"], entry["sha256"])
 
 
-def _from_package(file: str, sha256: str) -> Path:
+def _from_package(path: Path, sha256: str) -> Path:
     """A file the package holds, copied into the Keras cache and hash-checked by
     `keras.utils.get_file`, without the "Downloading data from file://..." line and progress
     bar it prints for a download (nothing is downloaded)."""
@@ -79,7 +87,7 @@ def _from_package(file: str, sha256: str) -> Path:
         keras.config.disable_interactive_logging()  # get_file's messages go to absl's log
     try:
         return Path(keras.utils.get_file(
-            fname=file, origin=(PACKAGE_DIR / file).as_uri(), file_hash=sha256,
+            fname=path.name, origin=path.as_uri(), file_hash=sha256,
             hash_algorithm="sha256", cache_subdir=CACHE_SUBDIR))
     finally:
         if quiet:
@@ -92,6 +100,6 @@ def vocabulary(name: str) -> dict[str, list[str]] | None:
     entry = record(name).get("vocabulary")
     if entry is None:
         return None
-    path = _from_package(entry["file"], entry["sha256"])
+    path = _from_package(weights_dir(name) / entry["file"], entry["sha256"])
     found = json.loads(Path(path).read_text(encoding="utf-8"))
     return {"words": list(found["words"]), "chars": list(found["chars"])}

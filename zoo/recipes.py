@@ -218,7 +218,7 @@ RECIPES["caffe_mnist_conv_adam"] = {
     "regularises)",
     "paper_recipe": "caffe_mnist_conv",
     "purpose": "Trains the shipped MNIST-family conv weights on a CPU until the test accuracy "
-    "stops improving (zoo/pretrained/index.json records it per epoch).",
+    "stops improving (its preset's weights record keeps it per epoch).",
     "learning_rate": 3e-3,
     "batch_size": 100,
     "lr_boundaries_epochs": [25, 35],

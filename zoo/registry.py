@@ -1,12 +1,16 @@
 """The registry: named architectures, their families and their metadata.
 
-A *family* is a builder function with JSON-able keyword arguments (timm's
-``model_args``); an *architecture* is a family plus fixed arguments plus the
-metadata that travels with the model (parameter counts, the paper's numbers,
-the recipe, where each fact comes from). ``register`` adds one; everything else
-(``list_models``, ``describe``, ``load``, the tests) reads from here.
+A *builder family* is a builder function with JSON-able keyword arguments (timm's
+``model_args``), registered with ``register_family``; an *architecture* (a preset) is a builder
+plus fixed arguments plus the metadata that travels with the model (parameter counts, the
+paper's numbers, the recipe, where each fact comes from) and, where weights ship, their record.
+Architectures are data: each model family's folder (``zoo/fc_nets/``, ``zoo/char_lm/``, ...)
+holds its builders (``builders.py``) and its presets (``presets.json``, keras-hub's
+``<family>_presets.py`` dicts, timm's ``default_cfgs``), which ``register_presets`` reads.
+Everything else (``list_models``, ``describe``, ``load``, the model pages, the tests) reads
+from here.
 
-No Keras here or in the family modules' top level (their builders import it when called):
+No Keras here or in the family folders' top level (their builders import it when called):
 the command line reads the registry (`highway-zoo list`, `describe`) without importing it.
 """
 
@@ -15,8 +19,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
+import functools
+import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from zoo.recipes import RECIPES
@@ -192,6 +199,14 @@ def _check_top(name: str, overrides: dict[str, Any]) -> None:
 
 _FAMILIES: dict[str, Family] = {}
 _ARCHITECTURES: dict[str, Architecture] = {}
+# Name -> the presets file that defines it (where its weights record is written).
+_PRESET_FILES: dict[str, Path] = {}
+# Metadata `register` derives from the arguments and the recipe: not written in presets.
+DERIVED_METADATA = ("name", "family", "input_shape", "classes", "provenance_meaning",
+                    "recipe_settings")
+# A preset's keys: the builder family, its arguments, its metadata, and optionally the record
+# of its shipped weights ("weights") or why none ship yet ("weights_pending").
+PRESET_KEYS = ("builder", "args", "metadata", "weights", "weights_pending")
 
 
 def register_family(name: str, overridable: tuple[str, ...], features, stages=None):
@@ -234,12 +249,62 @@ def register(name: str, family: str, args: dict[str, Any], **metadata: Any) -> N
     _ARCHITECTURES[name] = Architecture(name, fam, dict(args), meta)
 
 
-def register_twin(source: str, name: str, **metadata: Any) -> None:
-    """Registers `name` as architecture `source` with some metadata changed."""
-    arch = get(source)
-    derived = ("name", "family", "input_shape", "classes", "provenance_meaning", "recipe_settings")
-    inherited = {k: v for k, v in arch.metadata.items() if k not in derived}
-    register(name, arch.family.name, arch.args, **{**inherited, **metadata})
+def register_presets(path: str | Path) -> None:
+    """Registers every architecture of a family's presets file: a JSON object of
+    name -> {"builder", "args", "metadata"[, "weights" | "weights_pending"]}."""
+    path = Path(path)
+    presets = read_presets(path)
+    for name, preset in presets.items():
+        unknown = sorted(set(preset) - set(PRESET_KEYS))
+        if unknown or not {"builder", "args", "metadata"} <= set(preset):
+            raise ValueError(f"{path}: preset {name!r} must have the keys builder, args and "
+                             f"metadata (and optionally weights or weights_pending); it has "
+                             f"{', '.join(sorted(preset))}.")
+        if preset["builder"] not in _FAMILIES:
+            raise ValueError(f"{path}: preset {name!r} names the builder "
+                             f"{preset['builder']!r}, which no builders.py registers.")
+        args = {k: tuple(v) if k == "input_shape" else v for k, v in preset["args"].items()}
+        register(name, preset["builder"], args, **preset["metadata"])
+        _PRESET_FILES[name] = path
+
+
+def read_presets(path: str | Path) -> dict[str, dict[str, Any]]:
+    """A presets file as written (`register_presets` reads it; `highway-zoo pretrain`
+    rewrites its weights records)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def presets_text(presets: dict[str, dict[str, Any]]) -> str:
+    """A presets file's text, as every writer writes it (two-space indents, in the order read:
+    the order of a paper's table in the metadata is kept)."""
+    return json.dumps(presets, indent=2, ensure_ascii=False) + "\n"
+
+
+def preset_file(name: str) -> Path:
+    """The presets file that defines architecture `name`."""
+    get(name)
+    return _PRESET_FILES[name]
+
+
+@functools.cache
+def weights_records() -> dict[str, dict[str, Any]]:
+    """Name -> its preset's "weights" record (shipped default weights), read from the files
+    once (`weights_records.cache_clear()` reads them again)."""
+    return _preset_field("weights")
+
+
+@functools.cache
+def pending_records() -> dict[str, str]:
+    """Name -> why its weights do not ship yet (its preset's "weights_pending")."""
+    return _preset_field("weights_pending")
+
+
+def _preset_field(key: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for path in dict.fromkeys(_PRESET_FILES.values()):
+        found.update({name: preset[key] for name, preset in read_presets(path).items()
+                      if key in preset})
+    return found
 
 
 def get(name: str) -> Architecture:
@@ -266,23 +331,19 @@ def list_models(pattern: str = "*", pretrained: bool = False) -> list[str]:
     With `pretrained=True`, only those with shipped weights (`weights="default"`), as timm's
     `list_models(pretrained=True)`.
     """
-    from zoo import pretrained as shipped
-
     names = (n for n in _ARCHITECTURES if fnmatch.fnmatch(n, pattern))
     if pretrained:
-        names = (n for n in names if n in shipped.index())
+        names = (n for n in names if n in weights_records())
     return sorted(names, key=_natural_key)
 
 
 def describe(name: str) -> dict[str, Any]:
     """The metadata of architecture `name`, with its builder arguments, its features and
     its feature stages (None for a family without)."""
-    from zoo import pretrained
-
     arch = get(name)
     return {
         **arch.metadata,
-        "pretrained": pretrained.index().get(name),
+        "pretrained": weights_records().get(name),
         "architecture_args": dict(arch.args),
         "overridable": list(arch.family.overridable),
         "features": arch.features(),

@@ -50,7 +50,7 @@ COMMANDS = {
                    "their released solvers on the paper's data, over seeds (resumable)"),
     "transfer": ("experiments", "transfer learning: a Fashion-MNIST body fine-tuned on MNIST "
                  "against training from scratch"),
-    "pretrain": ("experiments", "make the weights shipped in zoo/pretrained/ (maintainers)"),
+    "pretrain": ("experiments", "make the weights shipped with the zoo's families (maintainers)"),
     "tune": ("tune", "hyperparameter search (the NIPS 2015 random search) with "
              "KerasTuner"),
     "analyze": ("analysis", "gate analyses of a trained net: NIPS 2015 Figs. 2-4, "

@@ -254,8 +254,8 @@ def transfer(args) -> None:
 def _pretrain_arguments(p) -> None:
     from training.experiments.pretrain import WORK_DIR
 
-    p.description = ("Trains the nets whose weights ship in zoo/pretrained/ (or ships a "
-                     "finished language-model run) and records them in its index.json.")
+    p.description = ("Trains the nets whose weights ship with the zoo (or ships a finished "
+                     "language-model run) and records each in its family's presets.json.")
     p.add_argument("--only", nargs="*", help="train only these architectures")
     p.add_argument("--redo", nargs="*", default=[], help="retrain these even if present")
     add_data_dir(p)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-# How the language models spell a word: defined with the family (zoo/char_lm.py).
+# How the language models spell a word: defined with the family (zoo/char_lm/).
 from zoo.char_lm import (
     END,
     END_CHAR,

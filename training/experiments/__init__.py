@@ -12,5 +12,5 @@ its data (results.json), table (table.md) and figure; `pretrain` makes the shipp
     lm_variants.py `variants --corpus`: Table 1a in a character-aware language model
     fig1.py        `fig1`: Fig. 1 by the paper's random search (`training.tuning`)
     transfer.py    `transfer`: a pretrained body fine-tuned on another dataset
-    pretrain.py    `pretrain`: the weights shipped in zoo/pretrained/
+    pretrain.py    `pretrain`: the weights shipped with the zoo's families
 """

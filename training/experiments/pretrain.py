@@ -1,7 +1,8 @@
-"""Makes the weights shipped in `zoo/pretrained/`: `highway-zoo pretrain`.
+"""Makes the weights shipped with the zoo's families: `highway-zoo pretrain`.
 
 Trains every entry of `PLAN` with `training.train`, copies the final weights into
-the package and records, in `zoo/pretrained/index.json`, what they are: the data they
+its family's `weights/` folder and records, in its preset (the family's `presets.json`,
+"weights"), what they are: the data they
 were trained and tested on, the recipe, the command, the test accuracy measured and
 the sha256. Only nets that can be trained honestly here are listed: the MNIST family
 on the full Fashion-MNIST (Debian's `dataset-fashion-mnist`) and on the full MNIST
@@ -81,7 +82,7 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
                         verbose=2, **overrides)
     run = run_dir.read_run()
     history = run_dir.read_history()
-    target = pretrained.PACKAGE_DIR / f"{name}.weights.h5"
+    target = pretrained.weights_dir(name) / f"{name}.weights.h5"
     with atomic_path(target, overwrite=True) as tmp_target:
         shutil.copyfile(run_dir.weights_file, tmp_target)
     return {
@@ -223,7 +224,7 @@ def ship_language_model(name: str, run: str | Path, *, float16: bool = False,
     settings = run_settings(name, record, corpus) if float16 else None
     model = zoo.load(str(run_dir.path))
     metrics, history = run_dir.read_metrics(), run_dir.read_history()
-    target = pretrained.PACKAGE_DIR / f"{name}.weights.h5"
+    target = pretrained.weights_dir(name) / f"{name}.weights.h5"
     stored = {}
     with atomic_path(target, overwrite=True) as tmp_target:  # replaced once all is measured
         if float16:
@@ -234,7 +235,7 @@ def ship_language_model(name: str, run: str | Path, *, float16: bool = False,
                       "test_perplexity": round(stored_test_perplexity(settings, model), 2)}
         else:
             shutil.copyfile(run_dir.weights_file, tmp_target)
-    words = pretrained.PACKAGE_DIR / f"{name}.vocabulary.json"
+    words = pretrained.weights_dir(name) / f"{name}.vocabulary.json"
     write_text(words, json.dumps(model.vocabulary) + "\n", overwrite=True)
     return {
         "file": target.name,
@@ -268,7 +269,8 @@ def ship_language_model(name: str, run: str | Path, *, float16: bool = False,
 
 
 def run_from_args(args) -> None:
-    """Trains (or ships) what `highway-zoo pretrain`'s options ask for and rewrites the index."""
+    """Trains (or ships) what `highway-zoo pretrain`'s options ask for and records each in its
+    preset."""
     index = dict(pretrained.index())
     if not args.language_model and (args.float16 or args.corpus or args.trained_on):
         raise ValueError("--float16, --corpus and --trained-on go with --language-model NAME "
@@ -280,9 +282,7 @@ def run_from_args(args) -> None:
         name, run = args.language_model
         index[name] = ship_language_model(name, run, float16=args.float16,
                                           corpus=args.corpus, trained_on=args.trained_on)
-        write_text(pretrained.INDEX, json.dumps(index, indent=2, sort_keys=True) + "\n",
-                   overwrite=True)
-        pretrained.index.cache_clear()  # this process reads the new record from now on
+        pretrained.ship(name, index[name])  # this process reads the new record from now on
         print(f"{name}: test perplexity {index[name]['test_perplexity']:.2f}, shipped as "
               f"{index[name]['file']}", flush=True)
         return
@@ -292,6 +292,5 @@ def run_from_args(args) -> None:
         print(f"== {name} ({recipe} recipe) ==", flush=True)
         index[name] = pretrain(name, recipe, overrides, args.data_dir, args.work_dir)
         print(f"   test accuracy {index[name]['test_accuracy']:.4f}", flush=True)
-        # Rewritten after every net, so an interrupted run keeps what it finished.
-        write_text(pretrained.INDEX, json.dumps(index, indent=2, sort_keys=True) + "\n",
-                   overwrite=True)
+        # Written after every net, so an interrupted run keeps what it finished.
+        pretrained.ship(name, index[name])

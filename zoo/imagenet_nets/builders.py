@@ -35,11 +35,11 @@ from zoo.heads import (
     image_input,
     stage_info,
 )
-from zoo.registry import register, register_family
+from zoo.registry import register_family
 
-# Keras is imported inside the builders, not here: the registry (the
-# `register` calls below) is read by the command line (`highway-zoo list`, `describe`)
-# without Keras, which takes seconds to import.
+# Keras is imported inside the builders, not here: the registry (these builders and the
+# presets beside them) is read by the command line (`highway-zoo list`, `describe`) without
+# Keras, which takes seconds to import.
 
 _STAGES = [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]  # (width, blocks, stride)
 _BLOCKS = [blocks for _, blocks, _ in _STAGES]  # 50 layers; (3, 4, 23, 3) would be 101
@@ -153,57 +153,3 @@ def bottleneck_imagenet(
         return inputs, features(x, pooling)
     x = keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
     return inputs, classifier(x, classes, classifier_activation)
-
-
-_COMMON = dict(
-    dataset="imagenet2012",
-    recipe="resnet_imagenet",
-    paper_metric="top-5 error %, mean ± std of 3 runs, with batch normalisation (Table 1b)",
-    preprocessing="RGB -> BGR, minus the ImageNet mean per channel (keras.applications' "
-    "'caffe' mode, as ResNet50)",
-)
-register(
-    "resnet50_imagenet",
-    "bottleneck_imagenet",
-    dict(input_shape=(224, 224, 3), variant="residual", transform_bias=None,
-         width_multiplier=1.0, stage_blocks=_BLOCKS, classes=1000),
-    description="ResNet-50 (He et al. 2015), the residual twin of the 50-layer highway nets: "
-    "keras.applications.ResNet50's layers, names and parameter count.",
-    paper="Greff et al. 2017, §5.1 and Table 1b (He et al. 2015's ResNet-50)",
-    params=25_636_712,
-    paper_params="ResNet-50",
-    paper_accuracy=None,
-    paper_top5_error=7.17,
-    default_transform_bias=None,
-    provenance="CODE",
-    reconstructed="",
-    **_COMMON,
-)
-for _name, _variant, _error, _what in [
-    ("highway50_imagenet", "highway", 7.53, "H = Conv-BN-ReLU-Conv-BN-ReLU-Conv-BN"),
-    ("highway_full50_imagenet", "highway_full", 7.29, "H ends with a third ReLU"),
-]:
-    register(
-        _name,
-        "bottleneck_imagenet",
-        dict(input_shape=(224, 224, 3), variant=_variant, transform_bias=-1.0,
-             width_multiplier=HIGHWAY_WIDTH_MULTIPLIER, stage_blocks=_BLOCKS, classes=1000),
-        description=f"Greff et al. 2017's 50-layer ImageNet highway net ({_what}; T a second "
-        "bottleneck branch ending in a sigmoid, b_T = -1), ResNet-50's layout with every "
-        f"block width x {HIGHWAY_WIDTH_MULTIPLIER}.",
-        paper="Greff et al. 2017, §5.1 and Table 1b",
-        params=25_495_350,  # 0.55% below ResNet-50 (a test compares)
-        paper_params="close to ResNet-50's",
-        paper_accuracy=None,
-        paper_top5_error=_error,
-        default_transform_bias=-1.0,
-        provenance="RECON",
-        reconstructed=(
-            "The paper gives the block design, BN after every conv, b_T = -1 and 'feature maps "
-            "reduced' to about ResNet-50's parameter count, not the widths: here every block "
-            f"width is multiplied by {HIGHWAY_WIDTH_MULTIPLIER} (rounded), the stem kept at 64. "
-            "The ReLU after the combination is ResNet's, kept. Training as ResNet's (the "
-            "resnet_imagenet recipe)."
-        ),
-        **_COMMON,
-    )

@@ -18,9 +18,8 @@ layers as the paper did: `variant="residual", highway_layers=4`.
 
 from __future__ import annotations
 
-from zoo.fc_nets import REZERO
 from zoo.heads import classifier, feature_info
-from zoo.registry import register, register_family
+from zoo.registry import register_family
 
 # The input of the family: how a word is spelled in character ids (Kim's loader, util/
 # BatchLoaderUnk.lua). The corpus reader (training.data.text), the per-token gate analysis
@@ -199,111 +198,3 @@ def parameter_count(*, char_vocab_size, char_embedding_dim, filters, kernel_size
                 for i in range(lstm_layers))
     return (char_vocab_size * char_embedding_dim + convs + highway + lstms
             + lstm_units * classes + classes)
-
-
-_PTB = dict(
-    # Any number of steps (training feeds 35); words of up to 21 characters with the start and
-    # end markers (the longest word of PTB's valid set has 19); 51 character ids (Kim's PTB
-    # vocabulary: padding, start, end, '|' for <unk>, '+' for the end of a sentence, the
-    # text's characters); 10,000 words.
-    input_shape=(None, 21), classes=10_000, char_vocab_size=51, char_embedding_dim=15,
-    transform_bias=-2.0, variant="coupled", lstm_layers=2, dropout=0.5, init_scale=0.05,
-)
-_COMMON = dict(
-    paper="Kim, Jernite, Sontag & Rush 2016, Table 3 (PTB); Greff et al. 2017, Table 1a",
-    dataset="ptb",
-    recipe="kim_char_lm",
-    paper_accuracy=None,
-    paper_metric="test perplexity on the Penn Treebank (Mikolov's 10k-word version)",
-    preprocessing="words as character ids: start marker, characters, end marker, padding 0",
-    default_transform_bias=-2.0,
-    provenance="CODE",
-    reconstructed=(
-        "Keras's LSTM has one bias per gate where Torch's nn.Linear pair has two (4·units more "
-        "per layer in Kim's count); the softmax bias starts at zero, not uniform; b_T is -2 "
-        "exactly (Kim: -2 plus a uniform ±0.05 bias); the CNN's max runs over the windows "
-        "inside each word, not over the padding after it (layers.CharCNNEmbedder)."
-    ),
-)
-
-register(
-    "lstm_char_large_ptb", "char_lm",
-    dict(_PTB, filters=(50, 100, 150, 200, 200, 200, 200), kernel_sizes=(1, 2, 3, 4, 5, 6, 7),
-         highway_layers=2, lstm_units=650),
-    **_COMMON,
-    description=(
-        "LSTM-Char-Large: character CNN (widths 1-7, 1,100 filters), 2 highway layers, "
-        "2 LSTM layers of 650, softmax over 10,000 words. Greff et al.'s Table 1a net."
-    ),
-    params=19_367_965,
-    paper_params="19M",
-    paper_perplexity=78.9,
-    paper_variant_perplexity={"full": 79.09, "coupled": 79.13, "c_only": 79.15,
-                              "t_only": 82.94, "residual": 91.32, "plain": 92.60},
-)
-register(
-    "lstm_char_small_ptb", "char_lm",
-    dict(_PTB, filters=(25, 50, 75, 100, 125, 150), kernel_sizes=(1, 2, 3, 4, 5, 6),
-         highway_layers=1, lstm_units=300),
-    **_COMMON,
-    description=(
-        "LSTM-Char-Small: character CNN (widths 1-6, 25·width filters, 525 in all), 1 highway "
-        "layer, 2 LSTM layers of 300, softmax over 10,000 words."
-    ),
-    params=5_310_115,
-    paper_params="5M",
-    paper_perplexity=92.3,
-    paper_variant_perplexity=None,
-)
-
-# Kim's Small net with its highway layer made a ReZero layer (y = x + a·H(x), a = 0 at first):
-# the form's paper (Bachlechner et al. 2020) trains language models with it (Transformers on
-# enwik8), not a character-aware LSTM. Named after the net it changes, the form before the
-# dataset: `lstm_char_*` lists it beside Kim's two nets. One layer, as Kim's: the layer's form
-# is what changes, not the count (Greff et al. doubled the residual layers to match parameters;
-# `highway_layers=2` does that here).
-register(
-    "lstm_char_small_rezero_ptb", "char_lm",
-    dict(_PTB, filters=(25, 50, 75, 100, 125, 150), kernel_sizes=(1, 2, 3, 4, 5, 6),
-         highway_layers=1, lstm_units=300, variant="rezero", transform_bias=None),
-    **{**_COMMON, "paper": "Bachlechner et al. 2020, ReZero (arXiv 2003.04887); the net: Kim, "
-       "Jernite, Sontag & Rush 2016, Table 3 (PTB), LSTM-Char-Small",
-       "provenance": "COMBINED", "default_transform_bias": None,
-       "paper_metric": "none: no paper trains this net",
-       "reconstructed": (
-           "As lstm_char_small_ptb (Keras's one LSTM bias per gate, the softmax bias from "
-           "zero, the CNN's max over each word's windows); the ReZero layer's H is Kim's "
-           "highway H (ReLU, weights uniform in ±0.05) and its a starts at 0.")},
-    description=(
-        "LSTM-Char-Small with a ReZero skip in place of its highway layer: character CNN "
-        "(widths 1-6, 525 filters), 1 ReZero layer (y = x + a·H(x), H = ReLU, a = 0 at "
-        "first), 2 LSTM layers of 300, softmax over 10,000 words."
-    ),
-    params=5_033_966,
-    params_formula=("51·15 (characters) + Σ_k (15·k·25k + 25k), k = 1..6 (convolutions) + "
-                    "(525² + 525 + 1) (ReZero layer) + 4·300·(525 + 300 + 1) + "
-                    "4·300·(300 + 300 + 1) (LSTMs) + 300·10,000 + 10,000 (softmax)"),
-    paper_params=None,
-    paper_perplexity=None,
-    paper_variant_perplexity=None,
-    gated_skip=dict(
-        REZERO,  # the form's paper, as the ReZero FC net records it
-        formula="y = x + a·H(x), one learned scalar a",
-        initialisation="a = 0 (the paper's): a fresh embedder passes the character CNN's "
-                       "features on unchanged",
-        parameters_per_layer="d² + d + 1 (layers.variants.parameter_count('rezero', d)), "
-                             "d = 525",
-    ),
-    not_in_any_paper=(
-        "A ReZero skip in Kim et al.'s character-aware LSTM language model is this zoo's "
-        "combination: no paper trains it. ReZero's paper applies it to language models, but "
-        "to Transformers on enwik8, where it replaces the residual connections of deep "
-        "stacks; here it replaces the one highway layer between the character CNN and the "
-        "LSTMs. The recipe is Kim's (kim_char_lm), not tuned for it."
-    ),
-    weights_note=(
-        "Not trained: Kim's 25 epochs on the full PTB take about 80 minutes a run on a "
-        "2-core CPU; lstm_char_small_ptb (Coupled) ships weights. `highway-zoo train "
-        "lstm_char_small_rezero_ptb --corpus PTB_DIR` trains it."
-    ),
-)

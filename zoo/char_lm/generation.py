@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zoo.char_lm import END, EOS, set_trained_weights, spell, trained_weights
+from zoo.char_lm.builders import END, EOS, set_trained_weights, spell, trained_weights
 
 SAMPLERS = ("greedy", "top_k")
 

@@ -30,11 +30,11 @@ from zoo.heads import (
     image_input,
     stage_info,
 )
-from zoo.registry import register, register_family
+from zoo.registry import register_family
 
-# Keras is imported inside the builders, not here: the registry (the
-# `register` calls below) is read by the command line (`highway-zoo list`, `describe`)
-# without Keras, which takes seconds to import.
+# Keras is imported inside the builders, not here: the registry (these builders and the
+# presets beside them) is read by the command line (`highway-zoo list`, `describe`) without
+# Keras, which takes seconds to import.
 
 _WIDTHS, _STRIDES = (16, 32, 64), (1, 2, 2)
 _EPSILON = 1e-5  # PyTorch's BatchNorm2d default, as the reference code
@@ -155,46 +155,3 @@ def bn_cifar(
         return inputs, features(x, pooling)
     x = keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
     return inputs, classifier(x, classes, classifier_activation, keras.initializers.get(_HE))
-
-
-_COMMON = dict(
-    dataset="cifar10",
-    recipe="sgd_cifar_bn",
-    paper_metric="test accuracy %, final epoch, one run (the repository's logs)",
-    preprocessing="per-image global contrast normalisation (the zoo's CIFAR input; the "
-    "reference code normalises each channel with fixed constants)",
-    provenance="CODE",
-)
-register(
-    "highway110_bn_cifar10",
-    "bn_cifar",
-    dict(input_shape=(32, 32, 3), preprocessing="gcn", variant="highway", blocks_per_stage=18,
-         width_multiplier=0.875, shortcut="projection", gate_beta=-6.0, classes=10),
-    description="110-layer batch-normalised highway net for CIFAR-10 (Srivastava 2025, "
-    "'Weighted skip connections are not harmful'): 3 stages x 18 highway blocks at widths "
-    "14/28/56, conv gates with BN beta -6, projection shortcuts.",
-    paper="flukeskywalker/highway-resnet-comparison (2025), resnet.py highway110(wm=0.875)",
-    params=2_664_258,
-    paper_params=None,
-    paper_accuracy=93.96,
-    default_transform_bias=-6.0,
-    reconstructed="Only the preprocessing differs from the reference code (GCN here).",
-    **_COMMON,
-)
-register(
-    "resnet110_cifar10",
-    "bn_cifar",
-    dict(input_shape=(32, 32, 3), preprocessing="gcn", variant="residual",
-         blocks_per_stage=18, width_multiplier=1.0, shortcut="zero_pad", gate_beta=0.0,
-         classes=10),
-    description="ResNet-110 for CIFAR-10 (He et al. 2015, §4.2), the residual twin of "
-    "highway110_bn_cifar10: 3 stages x 18 basic blocks at widths 16/32/64, parameter-free "
-    "zero-padding shortcuts.",
-    paper="He et al. 2015 §4.2; flukeskywalker/highway-resnet-comparison resnet110()",
-    params=1_736_058,
-    paper_params="1.7M",
-    paper_accuracy=None,
-    default_transform_bias=None,
-    reconstructed="Only the preprocessing differs from the reference code (GCN here).",
-    **_COMMON,
-)
