@@ -14,7 +14,8 @@
   (`highway_1`, ...), so everything here works on stacked nets (`zoo.load(..., stacked=True)`)
   and gives the per-layer net's names and numbers; `highway_layer(model, name)` finds one.
 - `lesion`: closing a layer's gates (T := 0, C := 1: it returns its input) and the error
-  that costs (NIPS 2015 Fig. 4), and the effective depth.
+  that costs (NIPS 2015 Fig. 4), and the effective depth; `h_silenced`, a character-aware
+  language model with H silenced in its embedder's highway layers (their carry path alone).
 - `evolution`: gates.json, the per-epoch mean T that `training.callbacks.GateSummaries`
   writes into a run directory.
 - `plots`: the figures; `report.analyze`: all of it into a directory.
@@ -36,7 +37,13 @@ from zoo.analysis.gates import (
     skip_layers,
     stages,
 )
-from zoo.analysis.lesion import effective_depth, error_rate, lesion_errors, lesioned
+from zoo.analysis.lesion import (
+    effective_depth,
+    error_rate,
+    h_silenced,
+    lesion_errors,
+    lesioned,
+)
 from zoo.analysis.report import REPORT_FILE, analyze
 from zoo.analysis.skips import SCALES_FILE, skip_report, skip_scales
 from zoo.analysis.tokens import TOKENS_FILE, TokenGates, summarize, token_gates, token_report
@@ -54,6 +61,7 @@ __all__ = [
     "effective_depth",
     "error_rate",
     "gate_statistics",
+    "h_silenced",
     "highway_layer",
     "highway_layers",
     "lesion_errors",

@@ -148,3 +148,46 @@ def effective_depth(baseline: float, errors: list[float], threshold: float = 0.0
     """How many layers matter: those whose lesion raises the error by more than `threshold`
     (a fraction: 0.01 is one percentage point)."""
     return int(sum(e - baseline > threshold for e in errors))
+
+
+# Far below any W x: |x| < 1 (tanh), |W| ~ 0.1-0.3 and 525 to 1,100 inputs in Kim's nets.
+SILENT_H_BIAS = -1e4
+
+
+@contextlib.contextmanager
+def h_silenced(model, bias: float = SILENT_H_BIAS) -> Iterator[None]:
+    """Silences H in every highway layer of a character-aware language model's embedder
+    inside the block, and restores the weights on the way out: b_H := `bias` (-1e4), so that
+    H = ReLU(W x + b_H) is 0 for every word and each layer's output is its carry path alone:
+    C·x (the gated variants), x (Residual) or 0 (Plain). The lesion of
+    docs/results/token_gates.md ("does the perplexity need H?"), as `lesioned` is Fig. 4's:
+    where H gives a few per cent of the output, silencing it should cost little.
+
+    Args:
+        model: a character-aware language model (or its `CharCNNEmbedder`); its highway
+            layers' H has a ReLU.
+        bias: the value b_H is set to.
+
+    Example:
+        >>> with h_silenced(model):
+        ...     silenced = stored_test_perplexity(settings, model)
+    """
+    from layers import CharCNNEmbedder
+
+    embedders = [model] if isinstance(model, CharCNNEmbedder) else [
+        layer for layer in getattr(model, "layers", []) if isinstance(layer, CharCNNEmbedder)]
+    if not embedders:
+        raise ValueError(f"{getattr(model, 'name', model)!r} has no CharCNNEmbedder: H is "
+                         "silenced in a character-aware language model's highway layers "
+                         "(zoo.list_models('lstm_char_*')).")
+    highways = embedders[0].highways
+    saved = [np.asarray(layer.bias).copy() for layer in highways]
+    try:
+        for layer, before in zip(highways, saved):
+            silenced = before.copy()
+            silenced[..., layer.bias_columns("h")] = bias
+            layer.bias.assign(silenced)
+        yield
+    finally:
+        for layer, before in zip(highways, saved):
+            layer.bias.assign(before)

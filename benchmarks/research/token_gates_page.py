@@ -1,12 +1,14 @@
 """Tables and figures of the per-token gates of Small's variants on the full PTB, from the
-analyses beside this file (each made by `highway-zoo analyze lstm_char_small_ptb --weights RUN
---corpus PTB_DIR --split test --out DIR [--gate C|share]`, the commands on token_gates.md).
+analyses in docs/results/token_gates/ (each made by `highway-zoo analyze lstm_char_small_ptb
+--weights RUN --corpus PTB_DIR --split test --out DIR [--gate C|share]`, the commands on
+token_gates.md).
 
-    python docs/results/token_gates/make_ptb_small_page.py
+    python -m benchmarks.research.token_gates_page [--results DOCS_RESULTS]
 
-Writes ptb_small_variants.md and .png (the gates) and ptb_small_share.md and .png (what they
-do: the transform path's share of each word's output, and how often H is silent, for all six
-variants of Table 1a, the shipped nets and Large); a run not analysed yet is left out.
+Writes, in that folder, ptb_small_variants.md and .png (the gates) and ptb_small_share.md and
+.png (what they do: the transform path's share of each word's output, and how often H is
+silent, for all six variants of Table 1a, the shipped nets and Large); a run not analysed yet
+is left out.
 """
 
 import json
@@ -14,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.research import results_dir
 from zoo.files import save_figure
 
-HERE = Path(__file__).resolve().parent
-RECORDS = HERE.parent / "language_model"  # the runs' records
+PAGE = Path("token_gates")
+RECORDS = Path("language_model")  # the runs' records, beside PAGE
 # (directory, column, colour): the Table 1a study's runs, seed 0, then the shipped net.
 RUNS = [
     ("ptb_coupled_seed0", "Coupled, T", "C0"),
@@ -60,9 +63,9 @@ def _by(grouping, *names):
         _layers(next(g["mean"] for g in r[grouping] if g["group"] == n)) for n in names)
 
 
-def _perplexity(record):
-    """The run's test perplexity, as trained (float32)."""
-    metrics = RECORDS / record / "metrics.json"
+def _perplexity(record: Path):
+    """The run's test perplexity, as trained (float32), from its record's folder."""
+    metrics = record / "metrics.json"
     return f"{json.loads(metrics.read_text())['test_perplexity']:.2f}" if metrics.is_file() else "–"
 
 
@@ -89,21 +92,22 @@ SHARE_ROWS = [
 ]
 
 
-def share_page() -> None:
-    """ptb_small_share.md and .png."""
+def share_page(here: Path) -> None:
+    """ptb_small_share.md and .png, in `here` (docs/results/token_gates/)."""
     found = []
     for name, column, colour, gate_runs, record in SHARE_RUNS:
-        if (HERE / name / "tokens.json").is_file():
-            gates = [json.loads((HERE / run / "tokens.json").read_text()) for run in gate_runs]
-            found.append({"column": column, "colour": colour, "gates": gates, "record": record,
-                          "report": json.loads((HERE / name / "tokens.json").read_text())})
+        if (here / name / "tokens.json").is_file():
+            gates = [json.loads((here / run / "tokens.json").read_text()) for run in gate_runs]
+            found.append({"column": column, "colour": colour, "gates": gates,
+                          "record": here.parent / RECORDS / record,
+                          "report": json.loads((here / name / "tokens.json").read_text())})
     if not found:
         return
     lines = ["| per test token | " + " | ".join(run["column"] for run in found) + " |",
              "| --- | " + " | ".join("---:" for _ in found) + " |"]
     lines += [f"| {label} | " + " | ".join(cell(run["report"], run) for run in found) + " |"
               for label, cell in SHARE_ROWS]
-    (HERE / "ptb_small_share.md").write_text("\n".join(lines) + "\n")
+    (here / "ptb_small_share.md").write_text("\n".join(lines) + "\n")
 
     import matplotlib
 
@@ -132,7 +136,7 @@ def share_page() -> None:
     fig.suptitle("What the gates do, after 25 epochs on the full PTB: Σ|T·H| / Σ(|T·H| + |C·x|) "
                  "per test token (0: the input alone passes; 1: H alone)", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, HERE / "ptb_small_share.png")
+    save_figure(fig, here / "ptb_small_share.png")
     plt.close(fig)
 
 
@@ -159,14 +163,15 @@ ROWS = [
 ]
 
 
-def main() -> None:
-    found = [(column, colour, json.loads((HERE / name / "tokens.json").read_text()))
-             for name, column, colour in RUNS if (HERE / name / "tokens.json").is_file()]
+def variants_page(here: Path) -> None:
+    """ptb_small_variants.md and .png, in `here` (docs/results/token_gates/)."""
+    found = [(column, colour, json.loads((here / name / "tokens.json").read_text()))
+             for name, column, colour in RUNS if (here / name / "tokens.json").is_file()]
     lines = ["| mean gate per token | " + " | ".join(c for c, _, _ in found) + " |",
              "| --- | " + " | ".join("---:" for _ in found) + " |"]
     lines += [f"| {label} | " + " | ".join(cell(r) for _, _, r in found) + " |"
               for label, cell in ROWS]
-    (HERE / "ptb_small_variants.md").write_text("\n".join(lines) + "\n")
+    (here / "ptb_small_variants.md").write_text("\n".join(lines) + "\n")
 
     import matplotlib
 
@@ -189,10 +194,15 @@ def main() -> None:
     fig.suptitle("Small's gated variants after 25 epochs on the full PTB: the gate per test "
                  "token (T: solid, H's share; C: dashed, the input's)", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, HERE / "ptb_small_variants.png")
+    save_figure(fig, here / "ptb_small_variants.png")
     plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    here = results_dir(argv, __doc__) / PAGE
+    variants_page(here)
+    share_page(here)
 
 
 if __name__ == "__main__":
     main()
-    share_page()

@@ -1,13 +1,14 @@
 """How the embedder's output changes in the first SGD steps of Kim's recipe on the real PTB.
 
-    KERAS_BACKEND=tensorflow python docs/results/language_model/ptb_large_gpu_8epochs/embedding_spread.py \\
+    KERAS_BACKEND=tensorflow python -m benchmarks.research.embedding_spread \\
         PTB_DIR VARIANT [--model lstm_char_large_ptb] [--highway-layers N] [--steps 100]
 
 Builds the net and its optimizer as `highway-zoo train` does (`training.language_model`), trains
 on the run's own first batches, in order, one step at a time, and after chosen steps reads the
 embedder's output on the first batch (20 x 35 words): the fraction of its units that are zero
 for every word ("dead"), its root mean square, and its spread across words (the standard
-deviation over the 700 words, averaged over units). Prints one JSON line per reading.
+deviation over the 700 words, averaged over units). Prints one JSON line per reading (the
+readings of docs/results/language_model/ptb_large_gpu_8epochs/embedding_spread.json).
 """
 
 import argparse
@@ -21,14 +22,14 @@ from training.language_model import compiled_model, settle
 READ_AFTER = (0, 1, 2, 3, 5, 10, 20, 40, 60, 100, 150)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus")
     parser.add_argument("variant")
     parser.add_argument("--model", default="lstm_char_large_ptb")
     parser.add_argument("--highway-layers", type=int, default=None)
     parser.add_argument("--steps", type=int, default=100)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     overrides = {"variant": args.variant}
     if args.highway_layers:
         overrides["highway_layers"] = args.highway_layers

@@ -1,26 +1,22 @@
 """Table and figure of LSTM-Char-Large's Coupled and Full runs, all 25 epochs on one GPU,
 with the other four variants' first 8 epochs (../ptb_large_gpu_8epochs) beside them.
 
-    python docs/results/language_model/ptb_large_gpu_25epochs/make_page.py
+    python -m benchmarks.research.ptb_large_gpu_25epochs_page [--results DOCS_RESULTS]
 
-Reads <variant>_seed0/{run,history,metrics}.json (copied from the run directories of
-`highway-zoo train lstm_char_large_ptb --corpus PTB --variant V --seed 0`, made by
+Reads docs/results/language_model/ptb_large_gpu_25epochs/<variant>_seed0/
+{run,history,metrics}.json (copied from the run directories of `highway-zoo train
+lstm_char_large_ptb --corpus PTB --variant V --seed 0`, made by benchmarks/research/
 gpu_large.sh at the commit in commit.txt on the machine in machine.txt) and writes table.md
-and perplexity.png beside them.
+and perplexity.png in that folder.
 """
 
 import json
 from pathlib import Path
 
-import matplotlib
+from benchmarks.research import ptb_large_gpu_8epochs_page, results_dir
+from benchmarks.research.ptb_large_gpu_8epochs_page import PAPER, trained_params
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-FIRST_EPOCHS = HERE.parent / "ptb_large_gpu_8epochs" / "runs"
-PAPER = {"full": 79.09, "coupled": 79.13, "c_only": 79.15, "t_only": 82.94, "residual": 91.32,
-         "plain": 92.60}  # Greff et al. 2017, Table 1a: test perplexity after 25 epochs
+PAGE = Path("language_model", "ptb_large_gpu_25epochs")
 KIM = {"coupled": 78.9}  # Kim et al. 2016, Table 3: LSTM-Char-Large (its highway is Coupled)
 
 
@@ -28,17 +24,15 @@ def _read(directory: Path, name: str) -> dict | list:
     return json.loads((directory / name).read_text())
 
 
-def trained_params(run: dict) -> int:
-    """The run's net's parameters, counted on its stateless form (the records of these runs
-    counted the stateful net's carried LSTM states too, which are no parameters)."""
-    import zoo
+def main(argv: list[str] | None = None) -> None:
+    import matplotlib
 
-    overrides = {k: v for k, v in run["overrides"].items() if k not in ("stateful", "batch_size")}
-    return zoo.load(run["architecture"], **overrides).count_params()
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-
-def main() -> None:
-    runs = {p.name.split("_seed")[0]: p for p in sorted(HERE.glob("*_seed0"))}
+    results = results_dir(argv, __doc__)
+    page, first_epochs = results / PAGE, results / ptb_large_gpu_8epochs_page.PAGE / "runs"
+    runs = {p.name.split("_seed")[0]: p for p in sorted(page.glob("*_seed0"))}
     lines = ["| variant | parameters | validation, epoch 8 | validation, epoch 25 | "
              "test perplexity | Kim et al. | paper's Table 1a | tokens/s |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -50,7 +44,7 @@ def main() -> None:
                      f"{history[7]['val_perplexity']:.1f} | {history[-1]['val_perplexity']:.2f}"
                      f" | **{metrics['test_perplexity']:.2f}** | {kim} | {PAPER[v]:.2f} | "
                      f"{metrics['tokens_per_second']:,.0f} |")
-    (HERE / "table.md").write_text("\n".join(lines) + "\n")
+    (page / "table.md").write_text("\n".join(lines) + "\n")
 
     fig, ax = plt.subplots(figsize=(6.8, 4.4))
     for v, d in runs.items():
@@ -58,14 +52,14 @@ def main() -> None:
         ax.plot([e["epoch"] for e in history], [e["val_perplexity"] for e in history],
                 marker="o", markersize=3, label=f"{v} (25 epochs)")
     for v in ("c_only", "t_only", "residual", "plain"):
-        history = _read(FIRST_EPOCHS / v, "history.json")
+        history = _read(first_epochs / v, "history.json")
         ax.plot([e["epoch"] for e in history], [e["val_perplexity"] for e in history],
                 linestyle="--", alpha=0.6, label=f"{v} (first 8)")
     ax.set(yscale="log", xlabel="epoch", ylabel="validation perplexity",
            title="LSTM-Char-Large on PTB, seed 0 (one H200, JAX)")
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
-    fig.savefig(HERE / "perplexity.png", dpi=110)
+    fig.savefig(page / "perplexity.png", dpi=110)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,244 @@
+"""The research scripts behind the result pages (benchmarks/research/, the repository's, not
+the wheel's), each run on tiny data written here, into a copy of docs/results/'s layout (never
+the committed pages); and the H lesion they measure, `zoo.analysis.h_silenced`, against the
+highway layer's own formula."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zoo
+from benchmarks.research import (
+    embedding_spread,
+    float16_check,
+    lesion_h,
+    ptb_large_gpu_8epochs_page,
+    ptb_large_gpu_25epochs_page,
+    ptb_small_page,
+    ptb_small_pool_padding_page,
+    token_gates_page,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "results"
+SMALL = "lstm_char_small_ptb"
+NARROW = {"lstm_units": 8, "classes": 40}  # a Small that builds in a moment
+
+
+def _write(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value))
+
+
+def _history(epochs: int, start: float = 300.0) -> list[dict]:
+    return [{"epoch": e, "val_perplexity": start / e, "learning_rate": 1.0 / e}
+            for e in range(1, epochs + 1)]
+
+
+# --- the pages ------------------------------------------------------------------------------
+
+
+def test_ptb_small_page_rebuilds_the_study_table(tmp_path):
+    page = tmp_path / "language_model" / "ptb_small"
+    source = DOCS / "language_model" / "ptb_small"
+    for name in ("study.json", "coupled_seed0/result.json", "full_seed0/result.json"):
+        (page / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source / name, page / name)
+    ptb_small_page.main(["--results", str(tmp_path)])
+    table = (page / "table.md").read_text()
+    study = json.loads((source / "study.json").read_text())
+    planned = len(study["variants"]) * len(study["seeds"])
+    assert f"2 of {planned} runs finished" in table
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert sorted(r.split(" | ")[0].strip("| ") for r in rows[1:]) == ["coupled", "full"]
+    assert (page / "perplexity.png").stat().st_size > 0
+
+
+def test_pool_padding_page_compares_the_two_poolings(tmp_path):
+    runs = tmp_path / "language_model"
+    for folder, test in (("ptb_small/coupled_seed0", 95.0),
+                         ("ptb_small_pool_padding/coupled_pool_padding_seed0", 91.5)):
+        _write(runs / folder / "history.json", _history(25))
+        _write(runs / folder / "metrics.json", {"test_perplexity": test})
+    ptb_small_pool_padding_page.main(["--results", str(tmp_path)])
+    page = runs / "ptb_small_pool_padding"
+    rows = (page / "table.md").read_text().splitlines()[2:]
+    assert rows == ["| windows inside the word (the zoo's default) | 50.0 | 12.00 | 95.00 | "
+                    "+2.70 |",
+                    "| every window of the padded word (Kim's, --pool-padding) | 50.0 | 12.00 | "
+                    "91.50 | -0.80 |"]
+    assert (page / "perplexity.png").stat().st_size > 0
+
+
+def _large_runs(results: Path) -> None:
+    for v in ptb_large_gpu_8epochs_page.VARIANTS:
+        run = {"architecture": SMALL,
+               "overrides": {"variant": v, "stateful": True, "batch_size": 20, **NARROW}}
+        _write(results / ptb_large_gpu_8epochs_page.PAGE / "runs" / v / "run.json", run)
+        _write(results / ptb_large_gpu_8epochs_page.PAGE / "runs" / v / "history.json",
+               _history(8))
+
+
+def test_large_first_epochs_page_counts_the_stateless_nets(tmp_path):
+    _large_runs(tmp_path)
+    ptb_large_gpu_8epochs_page.main(["--results", str(tmp_path)])
+    page = tmp_path / ptb_large_gpu_8epochs_page.PAGE
+    rows = (page / "table.md").read_text().splitlines()[2:]
+    variants = ptb_large_gpu_8epochs_page.VARIANTS
+    assert [r.split(" | ")[0] for r in rows] == [f"| {v}" for v in variants]
+    coupled = rows[1].split(" | ")
+    assert coupled[2] == f"{zoo.load(SMALL, variant='coupled', **NARROW).count_params():,}"
+    assert coupled[3:7] == ["300.0", "150.0", "75.0", "37.5"] and coupled[-1] == "79.13 |"
+    assert (page / "perplexity.png").stat().st_size > 0
+
+
+def test_large_25_epochs_page_reads_its_runs_and_the_first_epochs_beside_them(tmp_path):
+    _large_runs(tmp_path)
+    page = tmp_path / ptb_large_gpu_25epochs_page.PAGE
+    for v, test in (("coupled", 78.47), ("full", 79.5)):
+        _write(page / f"{v}_seed0" / "run.json", {"architecture": SMALL,
+                                                  "overrides": {"variant": v, **NARROW}})
+        _write(page / f"{v}_seed0" / "history.json", _history(25))
+        _write(page / f"{v}_seed0" / "metrics.json",
+               {"test_perplexity": test, "tokens_per_second": 62700.4})
+    ptb_large_gpu_25epochs_page.main(["--results", str(tmp_path)])
+    rows = (page / "table.md").read_text().splitlines()[2:]
+    assert rows[0].startswith("| coupled | ") and rows[0].endswith(
+        "| 37.5 | 12.00 | **78.47** | 78.9 | 79.13 | 62,700 |")
+    assert rows[1].startswith("| full | ") and "| **79.50** |  | 79.09 |" in rows[1]
+    assert (page / "perplexity.png").stat().st_size > 0
+
+
+def test_token_gates_page_tabulates_the_analyses_found(tmp_path):
+    here, records = tmp_path / "token_gates", tmp_path / "language_model"
+    for name in ("ptb_coupled_seed0", "ptb_coupled_seed0_share"):
+        (here / name).mkdir(parents=True)
+        shutil.copy(DOCS / "token_gates" / name / "tokens.json", here / name / "tokens.json")
+    _write(records / "ptb_small" / "coupled_seed0" / "metrics.json", {"test_perplexity": 96.25})
+    token_gates_page.main(["--results", str(tmp_path)])
+    variants = (here / "ptb_small_variants.md").read_text().splitlines()
+    assert variants[0] == "| mean gate per token | Coupled, T |"  # only the run found
+    assert len(variants) == 2 + len(token_gates_page.ROWS)
+    share = (here / "ptb_small_share.md").read_text().splitlines()
+    assert share[0] == "| per test token | Coupled |"
+    assert share[2] == "| test perplexity (seed 0) | 96.25 |"
+    for name in ("ptb_small_variants.png", "ptb_small_share.png"):
+        assert (here / name).stat().st_size > 0
+
+
+# --- the measurements, on a tiny trained Small ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    from test_char_lm import write_corpus
+
+    directory = write_corpus(tmp_path_factory.mktemp("corpus"))
+    # The float16 check's reference sentence (training.experiments.pretrain), spelled in full.
+    with (directory / "train.txt").open("a", encoding="utf-8") as train:
+        train.write("the company said it expects\n")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def run(corpus, tmp_path_factory):
+    from test_char_lm import SHORT
+
+    from training.language_model import train_lm
+
+    out = tmp_path_factory.mktemp("runs") / "coupled_seed0"
+    train_lm(SMALL, corpus, out=out, recipe="quick", epochs=1, seed=0, verbose=0,
+             recipe_overrides=SHORT, lstm_units=24)
+    return out
+
+
+def test_h_silenced_leaves_each_highway_layer_its_carry_path_and_restores_it(run):
+    import keras
+
+    from zoo.analysis import h_silenced
+    from zoo.analysis.tokens import char_embedder
+
+    model = zoo.load(str(run))
+    layer = char_embedder(model).highways[0]
+    d = layer.kernel.shape[0]
+    x = np.random.default_rng(0).uniform(-1, 1, (7, d)).astype("float32")
+    before = keras.ops.convert_to_numpy(layer(x))
+    kernel, bias = np.asarray(layer.kernel), np.asarray(layer.bias)
+    t = layer.bias_columns("t")
+    gate = 1 / (1 + np.exp(-(x @ kernel[:, t] + bias[t])))  # T(x); coupled: C = 1 - T
+    with h_silenced(model):
+        silenced = keras.ops.convert_to_numpy(layer(x))
+        assert np.all(np.asarray(layer.bias)[layer.bias_columns("h")] == -1e4)
+    np.testing.assert_allclose(silenced, (1 - gate) * x, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(silenced, before)  # H mattered before
+    np.testing.assert_array_equal(np.asarray(layer.bias), bias)  # restored
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer(x)), before)
+
+
+def test_lesion_h_measures_each_run_once_and_resumes(run, corpus, tmp_path, capsys):
+    lesion_h.main([str(corpus), str(run), "--out", str(tmp_path)])
+    (result,) = json.loads((tmp_path / "lesion_h.json").read_text())
+    assert result["run"] == "coupled_seed0" and result["variant"] == "coupled"
+    assert result["intact"] == pytest.approx(result["recorded"], rel=1e-4)
+    # After one epoch T is still near its initial 0.12 and H small: a small change, but one.
+    assert result["h_silenced"] != result["intact"]
+    table = (tmp_path / "lesion_h.md").read_text().splitlines()
+    assert table[2] == (f"| coupled_seed0 | coupled | {result['intact']:.2f} | "
+                        f"{result['h_silenced']:.2f} | "
+                        f"{result['h_silenced'] - result['intact']:+.2f} |")
+    capsys.readouterr()
+    lesion_h.main([str(corpus), str(run), "--out", str(tmp_path)])  # kept: nothing measured
+    assert capsys.readouterr().out == ""
+    assert len(json.loads((tmp_path / "lesion_h.json").read_text())) == 1
+
+
+def test_float16_check_keeps_the_perplexity_and_the_next_words(run, corpus, tmp_path):
+    float16_check.main([str(run), str(corpus), str(tmp_path)])
+    check = json.loads((tmp_path / "float16_check.json").read_text())
+    assert check["float32"]["test_perplexity"] == \
+        json.loads((run / "metrics.json").read_text())["test_perplexity"]
+    assert check["float16"]["test_perplexity"] == pytest.approx(
+        check["float32"]["test_perplexity"], rel=1e-2)
+    assert [w for w, _ in check["float16"]["next_words"]] == \
+        [w for w, _ in check["float32"]["next_words"]]
+    assert (tmp_path / f"{SMALL}.weights.h5").stat().st_size < \
+        0.6 * (run / "model.weights.h5").stat().st_size
+
+
+def test_embedding_spread_reads_the_embedder_after_the_first_steps(corpus, capsys):
+    embedding_spread.main([str(corpus), "coupled", "--model", SMALL, "--steps", "2"])
+    readings = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["step"] for r in readings] == [0, 1, 2]
+    assert readings[0]["loss_per_token"] is None and readings[2]["loss_per_token"] > 0
+    for r in readings:
+        assert 0 <= r["dead_units"] <= 1 and r["rms"] > 0 and r["spread_across_words"] > 0
+
+
+@pytest.mark.slow
+def test_gpu_large_script_trains_both_variants_and_ships_the_float16_parts(corpus, tmp_path):
+    """The GPU lease's script as it runs there (JAX), on the tiny corpus with a short Small;
+    no GPU needed (nvidia-smi's absence is only logged)."""
+    (tmp_path / ".device").mkdir()
+    (tmp_path / ".device" / "ptb_prepared").symlink_to(corpus)
+    env = {**os.environ, "LOCAL": "1", "PY": sys.executable, "MODEL": SMALL,
+           "EXTRA": "--recipe quick --epochs 1 --batch-size 5 --bptt-steps 10",
+           "OUT": str(tmp_path / "out"), "R": str(tmp_path / "runs"), "PROGRESS_EVERY": "1",
+           "DEADLINE": "500", "FULL_DEADLINE": "500", "END": "560",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "research" / "gpu_large.sh")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=590)
+    assert "coupled rc 0" in proc.stdout and "full rc 0" in proc.stdout, proc.stdout
+    assert "f16 rc 0" in proc.stdout, (tmp_path / "runs" / "f16_check.log").read_text()
+    runs = tmp_path / "runs"
+    for v in ("coupled", "full"):
+        assert json.loads((runs / v / "run.json").read_text())["status"] == "finished"
+    check = json.loads((runs / "w16" / "float16_check.json").read_text())
+    assert "test_perplexity" in check["float16"]
+    assert (tmp_path / "out" / "large_runs.tgz").is_file()
+    assert list((tmp_path / "out").glob("large_f16.part*"))
