@@ -342,7 +342,7 @@ def test_generation_refuses_bad_arguments_in_one_line(run, bad, message):
     model = zoo.load(str(run))
     with pytest.raises(ValueError, match=message):
         model.generate("a big", **bad)
-    with pytest.raises(ValueError, match="has no vocabulary"):
+    with pytest.raises(ValueError, match="has no tokenizer"):
         zoo.load(SMALL, **TINY).generate("a big")
 
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from training.data.text import (
-    END,
     EOS,
     UNK,
     CorpusFileError,
@@ -20,7 +19,7 @@ from training.data.text import (
     bptt_layout,
     load_corpus,
 )
-from zoo.char_lm import PAD, START
+from zoo.char_lm import END, PAD, START
 
 
 def write_corpus(directory: Path, train: str, valid: str, test: str, prefix: str = "") -> Path:

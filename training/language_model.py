@@ -405,7 +405,7 @@ class LanguageModelTask(Task):
         stateless = zoo.load(lm.name, **lm.overrides)
         set_trained_weights(stateless, trained_weights(model))
         zoo.save(stateless, run_dir.path, metrics=metrics, extra={
-            "vocabulary": {"words": list(corpus.words), "chars": list(corpus.chars)}},
+            "vocabulary": corpus.tokenizer.get_config()},
             training={
                 "dataset": f"{corpus.name} ({lm.corpus_record['num_train']} training "
                            f"tokens; {corpus.directory})",

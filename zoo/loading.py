@@ -61,8 +61,9 @@ class WeightsSource:
     architecture: str
     overrides: dict[str, Any] | None
     label: str
-    # A language model's words and characters (model.json's "vocabulary"): the ids its
-    # weights were trained on, which the model carries on (`model.vocabulary`).
+    # A language model's words and characters (model.json's "vocabulary", its tokenizer's
+    # config): the ids its weights were trained on, which the model carries on
+    # (`model.tokenizer`).
     vocabulary: dict[str, list[str]] | None = None
 
 
@@ -128,7 +129,7 @@ def load(
     if source is not None:
         load_into(model, source, user_overrides=overrides)
         if source.vocabulary is not None:
-            model.vocabulary = source.vocabulary
+            model.vocabulary = source.vocabulary  # sets model.tokenizer
     return model
 
 

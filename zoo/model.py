@@ -16,6 +16,7 @@ from typing import Any
 import keras
 
 from zoo import registry
+from zoo.char_lm.tokenizer import CharLMTokenizer
 
 
 @contextlib.contextmanager
@@ -80,10 +81,21 @@ class HighwayZooModel(keras.Model):
             super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.architecture = architecture
         self.overrides = dict(overrides or {})
-        # A language model loaded from a run directory gets its words and characters here
-        # (zoo.loading), which zoo.save and zoo.export carry on; None for any other.
-        self.vocabulary = None
+        # A language model loaded with trained weights gets its tokenizer here (zoo.loading),
+        # which zoo.save and zoo.export carry on; None for any other.
+        self.tokenizer = None
         self.metadata = self._metadata(arch)
+
+    @property
+    def vocabulary(self) -> dict[str, list[str]] | None:
+        """A language model's words and characters, as model.json records them (its
+        tokenizer's config); None without a tokenizer. Setting it sets the tokenizer."""
+        return None if self.tokenizer is None else self.tokenizer.get_config()
+
+    @vocabulary.setter
+    def vocabulary(self, value: dict[str, list[str]] | None) -> None:
+        self.tokenizer = None if value is None else CharLMTokenizer(
+            value["words"], value["chars"], max_word_length=int(self.inputs[0].shape[-1]))
 
     def _metadata(self, arch: registry.Architecture) -> dict[str, Any]:
         args = arch.resolve(self.overrides)

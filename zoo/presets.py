@@ -83,10 +83,9 @@ def save(
             "with model.save('model.keras'), which keras.saving.load_model reads back in int8, "
             "or save the float model and quantize after loading.")
     directory = Path(directory)
-    vocabulary = getattr(model, "vocabulary", None)
-    if vocabulary is not None:  # a language model's ids travel with its weights
-        extra = {"vocabulary": {"words": list(vocabulary["words"]),
-                                "chars": list(vocabulary["chars"])}, **(extra or {})}
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is not None:  # a language model's tokenizer travels with its weights
+        extra = {"vocabulary": tokenizer.get_config(), **(extra or {})}
     digest = save_weights(model, directory / WEIGHTS_FILE)
     record = {
         "architecture": model.architecture,

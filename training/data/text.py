@@ -35,22 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
-# How the language models spell a word: defined with the family (zoo/char_lm/).
-from zoo.char_lm import (
-    END,
-    END_CHAR,
-    EOS,
-    EOS_CHAR,
-    PAD_CHAR,
-    START_CHAR,
-    UNK,
-    UNK_CHAR,
-    spell,
-)
-from zoo.char_lm import spelling as _spelling
+# How the language models spell a word: their tokenizer's rules (zoo/char_lm/tokenizer.py).
+from zoo.char_lm.tokenizer import EOS, RESERVED, UNK, CharLMTokenizer, spelling
+from zoo.char_lm.tokenizer import character_vocabulary as _characters
 
 SPLITS = ("train", "valid", "test")
-_RESERVED = str.maketrans("", "", START_CHAR + END_CHAR)
+_RESERVED = str.maketrans("", "", RESERVED)
 
 
 class CorpusNotFoundError(FileNotFoundError):
@@ -85,15 +75,13 @@ class Corpus:
     test: Split
     max_word_length: int  # longest token + 2 (start/end) over all splits, or the limit given
 
-    # Look-up tables, derived from `words` and `chars` (not fields: equality and repr skip them).
-    _word_ids: dict[str, int] = dataclasses.field(init=False, repr=False, compare=False)
-    _char_ids: dict[str, int] = dataclasses.field(init=False, repr=False, compare=False)
+    # Derived from `words`, `chars` and `max_word_length` (not a field: equality and repr
+    # skip it).
+    tokenizer: CharLMTokenizer = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "_word_ids", {w: i for i, w in enumerate(self.words)})
-        # PAD, START and END are ids, not characters of the text: only ids 3.. are looked up.
-        object.__setattr__(self, "_char_ids",
-                           {c: i for i, c in enumerate(self.chars) if i > END})
+        object.__setattr__(self, "tokenizer",
+                           CharLMTokenizer(self.words, self.chars, self.max_word_length))
 
     def split(self, name: str) -> Split:
         if name not in SPLITS:
@@ -102,11 +90,11 @@ class Corpus:
 
     def word_id(self, word: str) -> int:
         """The id of `word`; the id of UNK for a word the training split lacks."""
-        return self._word_ids.get(word, self._word_ids[UNK])
+        return self.tokenizer.token_to_id(word)
 
     def spell(self, word: str) -> np.ndarray:
         """The character ids of one word: START, its characters, END, then PAD (int32)."""
-        return _spell(word, self._char_ids, self.max_word_length)
+        return _spell(self.tokenizer, word)
 
     @property
     def num_words(self) -> int:
@@ -117,9 +105,9 @@ class Corpus:
         return len(self.chars)
 
 
-def _spell(word: str, char_ids: dict[str, int], width: int) -> np.ndarray:
+def _spell(tokenizer: CharLMTokenizer, word: str) -> np.ndarray:
     try:
-        return spell(word, char_ids, width)
+        return tokenizer.spell(word)
     except ValueError as err:
         raise CorpusFileError(str(err)) from None
 
@@ -177,14 +165,13 @@ def line_tokens(line: str) -> list[str]:
     return line.translate(_RESERVED).split()
 
 
+def _tokens(lines: dict[str, list[list[str]]]):
+    return (token for split_lines in lines.values() for line in split_lines for token in line)
+
+
 def character_vocabulary(lines: dict[str, list[list[str]]]) -> tuple[str, ...]:
     """id -> character: PAD, START, END, then the sorted characters of every token, '+', '|'."""
-    alphabet = {EOS_CHAR, UNK_CHAR}
-    for split_lines in lines.values():
-        for line in split_lines:
-            for token in line:
-                alphabet.update(_spelling(token))
-    return (PAD_CHAR, START_CHAR, END_CHAR, *sorted(alphabet))
+    return _characters(_tokens(lines))
 
 
 def word_length_limit(lines: dict[str, list[list[str]]], files: dict[str, str | os.PathLike],
@@ -199,8 +186,8 @@ def word_length_limit(lines: dict[str, list[list[str]]], files: dict[str, str | 
         best = (0, "", 0)
         for number, tokens in enumerate(split_lines, 1):
             for token in tokens:
-                if len(_spelling(token)) > best[0]:
-                    best = (len(_spelling(token)), token, number)
+                if len(spelling(token)) > best[0]:
+                    best = (len(spelling(token)), token, number)
         longest[split] = best
     needed = max(length for length, _, _ in longest.values()) + 2
     if max_word_length is None:
@@ -237,7 +224,7 @@ def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = N
     max_word_length = word_length_limit(lines, files, max_word_length)
 
     if vocabulary is not None:
-        word_ids, chars = _given_vocabulary(vocabulary, lines, directory)
+        tokenizer = _given_vocabulary(vocabulary, lines, directory, max_word_length)
     else:
         # Kim's order: UNK first, then the training words as they first appear (EOS at a
         # line's end).
@@ -245,16 +232,15 @@ def load_corpus(directory: str | os.PathLike, *, max_word_length: int | None = N
         for tokens in lines["train"]:
             for token in (*tokens, EOS):
                 word_ids.setdefault(token, len(word_ids))
-        chars = character_vocabulary(lines)
-    char_ids = {c: i for i, c in enumerate(chars) if i > END}
+        tokenizer = CharLMTokenizer(tuple(word_ids), character_vocabulary(lines),
+                                    max_word_length)
     return Corpus(
         name=name or _recorded_name(directory) or Path(directory).resolve().name,
         directory=str(directory),
-        words=tuple(word_ids),
-        chars=chars,
+        words=tokenizer.words,
+        chars=tokenizer.chars,
         max_word_length=max_word_length,
-        **{split: _encode(split_lines, word_ids, char_ids, max_word_length)
-           for split, split_lines in lines.items()},
+        **{split: _encode(split_lines, tokenizer) for split, split_lines in lines.items()},
     )
 
 
@@ -270,32 +256,26 @@ def _recorded_name(directory: str | os.PathLike) -> str | None:
 
 
 def _given_vocabulary(vocabulary: dict[str, list[str]], lines: dict[str, list[list[str]]],
-                      directory) -> tuple[dict[str, int], tuple[str, ...]]:
-    """A model's word ids and characters, checked against a text it is to read."""
-    words, chars = list(vocabulary["words"]), tuple(vocabulary["chars"])
-    if chars[:END + 1] != (PAD_CHAR, START_CHAR, END_CHAR) or UNK not in words \
-            or EOS not in words:
-        raise ValueError("The vocabulary is not one this module made (padding, start and end "
-                         "characters first; <unk> and <eos> among the words).")
-    missing = sorted(set(character_vocabulary(lines)[END + 1:]) - set(chars))
+                      directory, max_word_length: int) -> CharLMTokenizer:
+    """A model's tokenizer, checked against a text it is to read."""
+    tokenizer = CharLMTokenizer(vocabulary["words"], vocabulary["chars"], max_word_length)
+    missing = tokenizer.missing_chars(_tokens(lines))
     if missing:
         raise CorpusFileError(
             f"{directory}: the characters {''.join(missing)[:40]!r} are not in the model's "
             "character vocabulary, so it cannot read this text; remove or replace them.")
-    return {w: i for i, w in enumerate(words)}, chars
+    return tokenizer
 
 
-def _encode(lines: list[list[str]], word_ids: dict[str, int], char_ids: dict[str, int],
-            width: int) -> Split:
+def _encode(lines: list[list[str]], tokenizer: CharLMTokenizer) -> Split:
     """Word ids and spellings of every token, `<eos>` after each line."""
     tokens = [token for line in lines for token in (*line, EOS)]
-    unk = word_ids[UNK]
-    words = np.fromiter((word_ids.get(t, unk) for t in tokens), np.int32, len(tokens))
+    words = tokenizer.word_ids(tokens)
     # Spell each distinct word once, then gather: PTB's 930k tokens are 10k words.
     distinct: dict[str, int] = {}
     index = np.fromiter((distinct.setdefault(t, len(distinct)) for t in tokens), np.int64,
                         len(tokens))
-    spellings = np.stack([_spell(w, char_ids, width) for w in distinct])
+    spellings = np.stack([_spell(tokenizer, w) for w in distinct])
     return Split(words=words, chars=spellings[index])
 
 

@@ -127,17 +127,14 @@ def next_words(model, sentence: str, top: int = 5) -> list[list]:
     sentence's start, as `model.generate` reads a prompt)."""
     import numpy as np
 
-    from zoo.char_lm import END, EOS, spell
+    from zoo.char_lm import EOS
 
-    vocabulary = model.vocabulary
-    char_ids = {c: i for i, c in enumerate(vocabulary["chars"]) if i > END}
-    width = model.metadata["architecture_args"]["input_shape"][1]
-    chars = np.stack([spell(w, char_ids, width) for w in [EOS, *sentence.split()]])[None]
+    chars = model.tokenizer([EOS, *sentence.split()])[None]
     logits = np.asarray(model.predict_on_batch(chars), np.float64)[0, -1]
     probabilities = np.exp(logits - logits.max())
     probabilities /= probabilities.sum()
     best = np.argsort(-probabilities, kind="stable")[:top]
-    return [[vocabulary["words"][i], round(float(probabilities[i]), 6)] for i in best]
+    return [[model.tokenizer.id_to_token(i), round(float(probabilities[i]), 6)] for i in best]
 
 
 def _train_command(name: str, record: dict) -> str:
@@ -236,13 +233,13 @@ def ship_language_model(name: str, run: str | Path, *, float16: bool = False,
         else:
             shutil.copyfile(run_dir.weights_file, tmp_target)
     words = pretrained.weights_dir(name) / f"{name}.vocabulary.json"
-    write_text(words, json.dumps(model.vocabulary) + "\n", overwrite=True)
+    write_text(words, json.dumps(model.tokenizer.get_config()) + "\n", overwrite=True)
     return {
         "file": target.name,
         "sha256": sha256_of(target),
         "vocabulary": {"file": words.name, "sha256": sha256_of(words),
-                       "words": len(model.vocabulary["words"]),
-                       "chars": len(model.vocabulary["chars"])},
+                       "words": model.tokenizer.vocabulary_size(),
+                       "chars": len(model.tokenizer.chars)},
         "dataset": record["dataset"],
         "test_perplexity": round(metrics["test_perplexity"], 2),
         "val_perplexity": round(metrics["val_perplexity"], 2),

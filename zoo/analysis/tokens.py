@@ -56,7 +56,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from layers.variants import INPUT_GATED_SKIPS, LEARNED_BRANCHES, STATIC_SKIPS, no_routing
-from zoo.char_lm import END, EOS, EOS_CHAR, UNK, UNK_CHAR
+from zoo.char_lm.tokenizer import EOS, UNK, CharLMTokenizer
 from zoo.files import atomic_path, jsonable, write_text
 
 
@@ -73,6 +73,7 @@ class Corpus(Protocol):
 
     directory: str
     chars: tuple[str, ...]
+    tokenizer: CharLMTokenizer
     train: Split
 
     @property
@@ -159,19 +160,12 @@ def frequency_bin(train_count: int) -> str:
     return next(label for label, low, high in FREQUENCY_BINS if low <= train_count <= high)
 
 
-def _word(row: np.ndarray, chars: tuple[str, ...]) -> str:
-    """The token a row of character ids spells (START, characters, END, padding)."""
-    ids = row[1:]
-    spelled = "".join(chars[i] for i in ids[:int(np.argmax(ids == END))])
-    return {EOS_CHAR: EOS, UNK_CHAR: UNK}.get(spelled, spelled)
-
-
-def word_types(split: Split, chars: tuple[str, ...]):
+def word_types(split: Split, tokenizer: CharLMTokenizer):
     """(types, rows, counts, token_type): the distinct spellings of a split, their character
     ids, how often each occurs, and each token's index into `types`."""
     rows, token_type, counts = np.unique(split.chars, axis=0, return_inverse=True,
                                          return_counts=True)
-    return ([_word(row, chars) for row in rows], rows, counts.astype(np.int64),
+    return ([tokenizer.unspell(row) for row in rows], rows, counts.astype(np.int64),
             token_type.reshape(-1))
 
 
@@ -307,8 +301,8 @@ def token_gates(model, corpus: Corpus, split: str = "test", *, gate: str | None 
             f"The model reads {embedder.char_vocab_size} character ids; the corpus "
             f"{corpus.directory} has {corpus.num_chars}. Give the corpus it was trained on.")
     data = corpus.split(split)
-    types, rows, counts, token_type = word_types(data, corpus.chars)
-    train_types, _, train_counts, _ = word_types(corpus.train, corpus.chars)
+    types, rows, counts, token_type = word_types(data, corpus.tokenizer)
+    train_types, _, train_counts, _ = word_types(corpus.train, corpus.tokenizer)
     in_training = dict(zip(train_types, train_counts.tolist()))
     measures = (gate, "silent") if gate == SHARE else (gate,)
     values, *silent = _embedder_measures(embedder, rows, measures, batch_size)

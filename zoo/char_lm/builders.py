@@ -21,49 +21,6 @@ from __future__ import annotations
 from zoo.heads import classifier, feature_info
 from zoo.registry import register_family
 
-# The input of the family: how a word is spelled in character ids (Kim's loader, util/
-# BatchLoaderUnk.lua). The corpus reader (training.data.text), the per-token gate analysis
-# and the SavedModel that takes words all spell words this way.
-EOS = "<eos>"
-UNK = "<unk>"
-PAD, START, END = 0, 1, 2  # character ids: zero padding, start-of-word '{', end-of-word '}'
-# How the characters of a vocabulary are shown: Kim's ZEROPAD ' ', START '{', END '}'.
-PAD_CHAR, START_CHAR, END_CHAR = " ", "{", "}"
-# Single characters that spell the two special tokens for the character CNN (Kim's tokens).
-EOS_CHAR, UNK_CHAR = "+", "|"
-
-def spelling(word: str) -> str:
-    """The characters that spell `word` for the character CNN (Kim's single-character tokens
-    for `<eos>` and `<unk>`)."""
-    if word == EOS:
-        return EOS_CHAR
-    if word == UNK:
-        return UNK_CHAR
-    return word
-
-
-def spell(word: str, char_ids: dict[str, int], width: int):
-    """The character ids of one word: START, its characters, END, then PAD (int32 [width]).
-    `char_ids`: character -> id (ids from 3 on). A longer word, or a character without an
-    id, is a ValueError that names it."""
-    import numpy as np
-
-    letters = spelling(word)
-    if len(letters) + 2 > width:
-        raise ValueError(
-            f"The word {word[:40]!r} has {len(letters)} characters; at most {width - 2} fit "
-            f"(max_word_length {width}, start and end included).")
-    ids = np.full(width, PAD, np.int32)
-    ids[0] = START
-    try:
-        ids[1:len(letters) + 1] = [char_ids[c] for c in letters]
-    except KeyError as err:
-        raise ValueError(f"The character {err.args[0]!r} of {word!r} is not in this "
-                         "model's character vocabulary.") from None
-    ids[len(letters) + 1] = END
-    return ids
-
-
 CHAR_LM_OVERRIDES = (
     "input_shape", "char_vocab_size", "variant", "highway_layers", "transform_bias",
     "dropout", "lstm_units", "stateful", "batch_size", "classes", "classifier_activation",

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zoo.char_lm.builders import END, EOS, set_trained_weights, spell, trained_weights
+from zoo.char_lm.builders import set_trained_weights, trained_weights
+from zoo.char_lm.tokenizer import EOS
 
 SAMPLERS = ("greedy", "top_k")
 
@@ -29,8 +30,8 @@ def _check(model, max_length, sampler, k) -> None:
     if model.metadata.get("family") != "char_lm":
         raise ValueError(f"{model.name} is not a language model: generate() writes text with "
                          "the lstm_char_* nets.")
-    if getattr(model, "vocabulary", None) is None:
-        raise ValueError(f"{model.name} has no vocabulary, so its word ids mean nothing: load "
+    if getattr(model, "tokenizer", None) is None:
+        raise ValueError(f"{model.name} has no tokenizer, so its word ids mean nothing: load "
                          "trained weights (weights='default', or a run directory) to generate.")
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}. "
@@ -59,9 +60,7 @@ class _Writer:
                      if k not in ("stateful", "batch_size")}
         self.net = zoo.load(model.architecture, stateful=True, batch_size=1, **overrides)
         set_trained_weights(self.net, trained_weights(model))
-        self.words = list(model.vocabulary["words"])
-        self.char_ids = {c: i for i, c in enumerate(model.vocabulary["chars"]) if i > END}
-        self.width = model.metadata["architecture_args"]["input_shape"][1]
+        self.tokenizer = model.tokenizer
         self.probabilities = \
             model.metadata["architecture_args"].get("classifier_activation") == "softmax"
 
@@ -72,7 +71,7 @@ class _Writer:
 
     def read(self, words: Sequence[str]) -> np.ndarray:
         """The next word's log-probabilities after `words`, the states carried on."""
-        chars = np.stack([spell(w, self.char_ids, self.width) for w in words])[None]
+        chars = self.tokenizer(words)[None]
         out = self.net.predict_on_batch(chars)
         return _log_probabilities(np.asarray(out)[0, -1], self.probabilities)
 
@@ -104,7 +103,7 @@ def generate(model, prompt: str | Sequence[str], max_length: int = 20, *,
     """
     _check(model, max_length, sampler, k)
     writer = _Writer(model)  # one stateful copy, its states zeroed for each prompt
-    if stop_token is not None and stop_token not in writer.words:
+    if stop_token is not None and stop_token not in writer.tokenizer.words:
         raise ValueError(f"stop_token {stop_token!r} is not a word of this model; pass None "
                          "to stop at max_length only.")
     rng = np.random.default_rng(seed)  # one stream for a batch, drawn in order
@@ -118,7 +117,7 @@ def _generate(writer, prompt, max_length, sampler, k, rng, stop_token) -> str:
     writer.reset()
     log_probs = writer.read([EOS, *words])
     while len(words) < max_length:
-        word = writer.words[_next(log_probs, sampler, k, rng)]
+        word = writer.tokenizer.id_to_token(_next(log_probs, sampler, k, rng))
         if word == stop_token:
             break
         words.append(word)

@@ -1,9 +1,10 @@
 """The SavedModel of a character-aware language model: words in, next-word probabilities out.
 
-A client sends words, not character ids: the spelling of `training.data.text` (what the model
-was trained on) is inside the graph, built from the `vocabulary` the run directory records in
-`model.json` (`{"words": [...], "chars": [...]}`), so the client needs nothing but strings.
-Per word, as the reader spells it: '{' and '}' removed (reserved, `line_tokens`), `<eos>`
+A client sends words, not character ids: the model's tokenizer (`zoo.char_lm.tokenizer`, what
+the model was trained with) is inside the graph as TensorFlow ops, built from its config, the
+`vocabulary` the run directory records in `model.json` (`{"words": [...], "chars": [...]}`), so
+the client needs nothing but strings. Per word, as the tokenizer spells it: its reserved
+characters '{' and '}' removed (as the corpus reader does, `line_tokens`), `<eos>`
 spelled '+', `<unk>` spelled '|', then START, the characters, END and zero padding to the
 model's `max_word_length`. A word with a character outside the vocabulary, or longer than
 `max_word_length - 2` characters, fails the request with the reader's message (the reader
@@ -21,19 +22,19 @@ follows a position does not change its output):
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from zoo.char_lm import (
+from zoo.char_lm.tokenizer import (
     END,
-    END_CHAR,
     EOS,
     EOS_CHAR,
     PAD,
-    PAD_CHAR,
+    RESERVED,
     START,
-    START_CHAR,
     UNK,
     UNK_CHAR,
+    CharLMTokenizer,
 )
 
 FAMILY = "char_lm"
@@ -56,19 +57,13 @@ def vocabulary_of(model) -> dict[str, list[str]]:
             "mean nothing without the corpus it was trained on. Export a run directory of "
             "`highway-zoo train --corpus` (weights=RUN_DIR, --weights RUN_DIR), whose "
             "model.json records them.")
-    words, chars = list(vocabulary["words"]), list(vocabulary["chars"])
     args = model.metadata["architecture_args"]
     if not args.get("include_top", True):
         raise ValueError("A language model is served with its softmax; this one was built "
                          "with include_top=False (the embedder's features). Export it whole.")
-    if len(words) != args["classes"] or len(chars) != args["char_vocab_size"]:
-        raise ValueError(
-            f"The vocabulary ({len(words)} words, {len(chars)} characters) does not fit the "
-            f"model ({args['classes']} classes, char_vocab_size {args['char_vocab_size']}).")
-    if chars[:3] != [PAD_CHAR, START_CHAR, END_CHAR] or UNK not in words or EOS not in words:
-        raise ValueError("The vocabulary is not training.data.text's (padding, start and end "
-                         "characters first; <unk> and <eos> among the words).")
-    return {"words": words, "chars": chars}
+    tokenizer = CharLMTokenizer.from_config(vocabulary)  # refuses one that is not an LM's
+    tokenizer.check_fits(args["classes"], args["char_vocab_size"])
+    return tokenizer.get_config()
 
 
 def _max_word_length(model) -> int:
@@ -76,13 +71,14 @@ def _max_word_length(model) -> int:
 
 
 class Speller:
-    """training.data.text's spelling as TensorFlow ops: words [batch, time] -> character ids
+    """A `CharLMTokenizer`'s spelling as TensorFlow ops: words [batch, time] -> character ids
     [batch, time, max_word_length]. `table` is the one resource to track in an archive."""
 
-    def __init__(self, chars: list[str], width: int):
+    def __init__(self, tokenizer: CharLMTokenizer):
         import tensorflow as tf
 
-        self.width = width
+        self.width = tokenizer.max_word_length
+        chars = list(tokenizer.chars)
         keys = tf.constant(chars[END + 1:])
         ids = tf.range(END + 1, len(chars), dtype=tf.int64)
         self.table = tf.lookup.StaticHashTable(
@@ -92,7 +88,8 @@ class Speller:
         import tensorflow as tf
 
         shape = tf.shape(words)
-        flat = tf.reshape(tf.strings.regex_replace(words, "[{}]", ""), [-1])
+        flat = tf.reshape(tf.strings.regex_replace(words, f"[{re.escape(RESERVED)}]", ""),
+                          [-1])
         spelling = tf.where(flat == EOS, EOS_CHAR, tf.where(flat == UNK, UNK_CHAR, flat))
         chars = tf.strings.unicode_split(spelling, "UTF-8")  # [n, (characters)]
         ids = tf.ragged.map_flat_values(self.table.lookup, chars)
@@ -124,7 +121,8 @@ def signature_fns(model, vocabulary: dict[str, list[str]], max_batch: int | None
     import keras
     import tensorflow as tf
 
-    speller = Speller(vocabulary["chars"], _max_word_length(model))
+    speller = Speller(CharLMTokenizer(vocabulary["words"], vocabulary["chars"],
+                                      _max_word_length(model)))
     words = tf.constant(vocabulary["words"])
     k = min(TOP_K, len(vocabulary["words"]))
     logits_layer = model.get_layer("logits")
