@@ -12,6 +12,7 @@ them for `keras.saving.load_model` (a post-import hook on `keras`, wrapt's).
 from __future__ import annotations
 
 import importlib
+import sys
 
 import wrapt
 
@@ -34,6 +35,9 @@ __all__ = ["VARIANTS", "GATED_SKIPS", "ALL_VARIANTS", *_LAZY]
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Keras first: its import registers every class (the hook below) while none of their
+    # modules is half-imported.
+    importlib.import_module("keras")
     value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value
     return value
@@ -44,8 +48,19 @@ def __dir__() -> list[str]:
 
 
 def _register_classes(_keras) -> None:
-    for name in _LAZY:
-        __getattr__(name)
+    for module in dict.fromkeys(_LAZY.values()):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            # A class module imported by its path before Keras (`import layers.highway_dense`)
+            # is importing Keras now: the modules that import from it come with their names.
+            if not _half_imported():
+                raise
+
+
+def _half_imported() -> bool:
+    return any(getattr(getattr(module, "__spec__", None), "_initializing", False)
+               for name, module in list(sys.modules.items()) if name.startswith("layers."))
 
 
 # Now if Keras is imported, else as soon as it is: the import order does not matter.

@@ -32,7 +32,7 @@ def test_the_names_are_registered_beside_the_nets_they_change():
     assert zoo.list_models("*_fc50_mnist") == [
         "highway_fc50_mnist", "layerscale_fc50_mnist", "plain_fc50_mnist", "rezero_fc50_mnist"]
     assert zoo.list_models("lstm_char_small*") == ["lstm_char_small_ptb", LM]
-    # the Fashion-MNIST twins come with every *_mnist net (zoo/fc_nets/presets.json, zoo/conv_nets/presets.json)
+    # every *_mnist net has a Fashion-MNIST twin (zoo/fc_nets/ and zoo/conv_nets/ presets.json)
     assert set(FC_ALL) <= set(zoo.list_models())
 
 

@@ -94,8 +94,9 @@ def __dir__() -> list[str]:
 
 
 def _register_classes(_keras) -> None:
-    import layers  # noqa: F401
-    from zoo import model  # noqa: F401
+    # Modules, not names: zoo.model may be the one importing Keras (see layers' hook).
+    importlib.import_module("layers")
+    importlib.import_module("zoo.model")
 
 
 # With Keras imported the classes cost nothing more: registered now if it is, else as soon as
