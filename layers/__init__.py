@@ -12,7 +12,6 @@ them for `keras.saving.load_model` (a post-import hook on `keras`, wrapt's).
 from __future__ import annotations
 
 import importlib
-import sys
 
 import wrapt
 
@@ -48,19 +47,10 @@ def __dir__() -> list[str]:
 
 
 def _register_classes(_keras) -> None:
+    # Modules, not names: the class module that imported Keras is half-imported now and
+    # registers its class when it ends (its siblings import it as a module for this reason).
     for module in dict.fromkeys(_LAZY.values()):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            # A class module imported by its path before Keras (`import layers.highway_dense`)
-            # is importing Keras now: the modules that import from it come with their names.
-            if not _half_imported():
-                raise
-
-
-def _half_imported() -> bool:
-    return any(getattr(getattr(module, "__spec__", None), "_initializing", False)
-               for name, module in list(sys.modules.items()) if name.startswith("layers."))
+        importlib.import_module(module)
 
 
 # Now if Keras is imported, else as soon as it is: the import order does not matter.

@@ -5,8 +5,9 @@ import math
 import keras
 from keras import ops
 
+# The module, not the name: it may be half-imported (importing Keras) when this one is.
+from layers import highway_conv2d
 from layers._highway import _reseeded, combine, get_bias_initializer
-from layers.highway_conv2d import _pair
 from layers.variants import LEARNED_BRANCHES, VARIANTS
 
 SHORTCUTS = ("auto", "projection", "zero_pad")
@@ -187,9 +188,9 @@ class BNHighwayBlock(keras.layers.Layer):
         if not epsilon > 0.0:
             raise ValueError(f"`epsilon` must be positive. Received: epsilon={epsilon!r}")
         self.filters = filters
-        self.kernel_sizes = tuple(_pair(k, "kernel_sizes") for k in kernel_sizes)
+        self.kernel_sizes = tuple(highway_conv2d._pair(k, "kernel_sizes") for k in kernel_sizes)
         self.inner_filters = inner_filters
-        self.strides = _pair(strides, "strides")
+        self.strides = highway_conv2d._pair(strides, "strides")
         self.shortcut = shortcut
         self.data_format = data_format
         self.channel_axis = -1 if data_format == "channels_last" else 1

@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from layers.highway_dense import HighwayDense
+# The module, not the name: it may be half-imported (importing Keras) when this one is.
+from layers import highway_dense
 from layers.variants import ALL_VARIANTS, unknown_variant
 
 # Activations that never decrease: for these max(f(z)) = f(max(z)), so the layer pools the
@@ -173,7 +174,7 @@ class CharCNNEmbedder(keras.layers.Layer):
             for f, k in zip(self.filters, self.kernel_sizes)
         ]
         self.highways = [
-            HighwayDense(
+            highway_dense.HighwayDense(
                 activation=highway_activation, variant=highway_variant,
                 kernel_initializer=self.kernel_initializer,
                 bias_initializer=self.bias_initializer,

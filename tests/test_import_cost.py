@@ -228,3 +228,29 @@ def test_the_process_imports_keras_with_no_collections_and_freezes_what_it_impor
     else:
         assert result["collecting_during_import"]
         assert result["frozen"] == 0
+
+
+# Keras imported by the zoo itself, on a class's first use or by a class module imported by its
+# path: every class is registered all the same (none is asked of a half-imported module).
+REGISTERED_AFTER = """
+import json
+{code}
+import keras
+print(json.dumps({{"registered": sorted(k for k in keras.saving.get_custom_objects()
+                                        if k.startswith("highway_zoo>"))}}))
+"""
+LAYER_CLASSES = sorted(f"highway_zoo>{name}" for name in (
+    "BNHighwayBlock", "CaffeImageNetPreprocessing", "CharCNNEmbedder",
+    "GlobalContrastNormalization", "HighwayConv2D", "HighwayDense", "HighwayStack"))
+
+
+@pytest.mark.parametrize("code, extra", [
+    ("import layers; layers.BNHighwayBlock", []),
+    ("from layers import HighwayStack", []),
+    ("import layers.highway_dense", []),
+    ("import zoo; zoo.HighwayZooModel", ["highway_zoo>HighwayZooModel"]),
+    ("import zoo.model", ["highway_zoo>HighwayZooModel"]),
+])
+def test_every_class_is_registered_when_the_zoo_imports_keras_itself(code, extra):
+    registered = _run(REGISTERED_AFTER.format(code=code))[0]["registered"]
+    assert set(LAYER_CLASSES + extra) <= set(registered), registered
