@@ -9,9 +9,9 @@ measured there; the rows are written, in the registry's order, to `models.csv` b
 JSON (`--out`, default benchmarks/results/models_table.json), which holds the machine,
 the date, the settings, the load averages and every run. Nothing in the CSV is typed by hand:
 the registry (`zoo.describe`) gives the family, dataset and the paper's number, the shipped
-weights' index (zoo/pretrained/index.json, written when the weights were trained) their test
-accuracy, and the built model its parameters, FLOPs and speed. The docs' models table is made
-from the committed CSV when the site is built (`highway_zoo.site_pages.models_index`).
+weights' records (each family's presets.json, written when the weights were trained) their
+test accuracy, and the built model its parameters, FLOPs and speed. The docs' models table is made
+from the committed CSV when the site is built (`docs/_hooks/site_pages.py`, `models_index`).
 
 `--keep` (with `--models`) measures only those models and keeps every other registered
 model's runs from the JSON already at `--out`: a new registration gets its row without
@@ -100,7 +100,7 @@ COLUMNS = {
     "paper_value": "the paper's number (the registry's paper_<metric>)",
     "paper_source": "the paper, section and table (the registry's 'paper')",
     "weights": "shipped (zoo.load(name, weights='default')) or none",
-    "top1": "the shipped weights' test accuracy, %, as zoo/pretrained/index.json records it",
+    "top1": "the shipped weights' test accuracy, %, as their preset's weights record has it",
     "top1_eval": "the test set top1 was measured on",
     "batch_size": "the batch size of the timed training and inference calls",
     "train_samples_per_sec": "training samples/s on this machine's CPU (train_on_batch)",

@@ -3,7 +3,7 @@
     python -m benchmarks.quantization [--models highway_fc10_mnist,...] [--calls 200]
         [--gate-images 2000] [--calibration-images 300] [--data-dir DIR]
 
-Each model (default: every one with shipped weights, zoo/pretrained/index.json) is measured in
+Each model (default: every one with shipped weights, the presets' weights records) is measured in
 its own fresh process, in four forms: the float Keras model (the shipped weights), the Keras
 int8 model (`zoo.quantize`: int8 kernels, one scale per output channel, the dense layers'
 inputs quantized per row at run time), the float TFLite file and the full-integer TFLite file

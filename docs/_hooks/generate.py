@@ -1,7 +1,7 @@
 """MkDocs hook: the site's generated pages, and the checks that make a strict build fail.
 
 - models/index.md and models/<name>.md for every registered architecture (site_pages.py
-  beside this hook, from zoo.list_models / zoo.describe and the pretrained index), and
+  beside this hook, from zoo.list_models / zoo.describe and the presets' weights records), and
   one nav entry each: a new registration gets its page and its place in the menu;
 - reference/cli.md from the parsers; reference/api/<package>.md, one mkdocstrings entry per
   public name (`__all__`, or the public names a module defines), at the module defining it;
