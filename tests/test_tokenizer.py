@@ -37,6 +37,11 @@ def test_it_spells_words_as_kims_loader(tokenizer):
     assert [tokenizer.unspell(row) for row in got] == words
 
 
+def test_reserved_characters_are_removed_as_the_corpus_reader_removes_them(tokenizer):
+    np.testing.assert_array_equal(tokenizer(["{cat}", "c{a}t"]), tokenizer(["cat", "cat"]))
+    assert tokenizer.token_to_id("{cat}") == tokenizer.token_to_id("cat") == 2
+
+
 def test_word_ids_and_back(tokenizer):
     assert tokenizer.vocabulary_size() == 5 and tokenizer.get_vocabulary() == WORDS
     ids = tokenizer.word_ids(["the", "cat", "zebra", "<eos>"])
@@ -92,7 +97,7 @@ def test_the_savedmodels_speller_gives_the_tokenizers_ids(tokenizer):
 
     words = [["the", "{cat}", "<eos>"], ["<unk>", "eat", "sat"]]
     got = Speller(tokenizer)(tf.constant(words)).numpy()
-    expected = [tokenizer([w.strip("{}") for w in row]) for row in words]
+    expected = [tokenizer(row) for row in words]  # '{' and '}' removed by both
     np.testing.assert_array_equal(got, np.stack(expected))
 
 

@@ -36,11 +36,10 @@ from pathlib import Path
 import numpy as np
 
 # How the language models spell a word: their tokenizer's rules (zoo/char_lm/tokenizer.py).
-from zoo.char_lm.tokenizer import EOS, RESERVED, UNK, CharLMTokenizer, spelling
+from zoo.char_lm.tokenizer import EOS, UNK, CharLMTokenizer, clean, spelling
 from zoo.char_lm.tokenizer import character_vocabulary as _characters
 
 SPLITS = ("train", "valid", "test")
-_RESERVED = str.maketrans("", "", RESERVED)
 
 
 class CorpusNotFoundError(FileNotFoundError):
@@ -162,7 +161,7 @@ def read_lines(path: Path) -> list[list[str]]:
 
 def line_tokens(line: str) -> list[str]:
     """The tokens of one line: split on whitespace, '{' and '}' removed (reserved, as in Kim's)."""
-    return line.translate(_RESERVED).split()
+    return clean(line).split()
 
 
 def _tokens(lines: dict[str, list[list[str]]]):

@@ -9,7 +9,8 @@
 
 The spelling is Kim et al.'s (yoonkim/lstm-char-cnn, util/BatchLoaderUnk.lua): a word is
 START, its characters, END, then zero padding to `max_word_length`; `<eos>` is spelled '+' and
-`<unk>` '|'; '{' and '}' are reserved (START and END shown). Character ids: PAD 0, START 1,
+`<unk>` '|'; '{' and '}' are reserved (START and END shown) and removed from a word, as the
+corpus reader removes them from the text. Character ids: PAD 0, START 1,
 END 2, then the characters of the corpus. Word ids are the training split's words, `<unk>`
 among them: a word outside them has the id of `<unk>` but keeps its spelling, so the character
 CNN still reads it. The corpus reader (`training.data.text`), `generate`, the SavedModel that
@@ -36,11 +37,18 @@ PAD_CHAR, START_CHAR, END_CHAR = " ", "{", "}"
 # Single characters that spell the two special tokens for the character CNN (Kim's tokens).
 EOS_CHAR, UNK_CHAR = "+", "|"
 RESERVED = START_CHAR + END_CHAR  # removed from a text's tokens (Kim's loader does)
+_WITHOUT_RESERVED = str.maketrans("", "", RESERVED)
+
+
+def clean(word: str) -> str:
+    """`word` without the reserved characters '{' and '}', as the corpus reader reads it."""
+    return word.translate(_WITHOUT_RESERVED)
 
 
 def spelling(word: str) -> str:
-    """The characters that spell `word` for the character CNN (Kim's single-character tokens
-    for `<eos>` and `<unk>`)."""
+    """The characters that spell `word` for the character CNN: the word cleaned (`clean`), or
+    Kim's single-character tokens for `<eos>` and `<unk>`."""
+    word = clean(word)
     if word == EOS:
         return EOS_CHAR
     if word == UNK:
@@ -87,8 +95,9 @@ class CharLMTokenizer:
         return list(self.words)
 
     def token_to_id(self, word: str) -> int:
-        """The word id of `word`; the id of `<unk>` for a word outside the vocabulary."""
-        return self._word_ids.get(word, self._word_ids[UNK])
+        """The word id of `word` (cleaned); the id of `<unk>` for a word outside the
+        vocabulary."""
+        return self._word_ids.get(clean(word), self._word_ids[UNK])
 
     def id_to_token(self, word_id: int) -> str:
         if not 0 <= int(word_id) < len(self.words):
