@@ -30,6 +30,7 @@ TensorFlow or Keras.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from pathlib import Path
 
@@ -165,7 +166,7 @@ def line_tokens(line: str) -> list[str]:
 
 
 def _tokens(lines: dict[str, list[list[str]]]):
-    return (token for split_lines in lines.values() for line in split_lines for token in line)
+    return itertools.chain.from_iterable(itertools.chain.from_iterable(lines.values()))
 
 
 def character_vocabulary(lines: dict[str, list[list[str]]]) -> tuple[str, ...]:

@@ -46,9 +46,8 @@ def clean(word: str) -> str:
 
 
 def spelling(word: str) -> str:
-    """The characters that spell `word` for the character CNN: the word cleaned (`clean`), or
+    """The characters that spell a cleaned `word` (`clean`) for the character CNN: its own, or
     Kim's single-character tokens for `<eos>` and `<unk>`."""
-    word = clean(word)
     if word == EOS:
         return EOS_CHAR
     if word == UNK:
@@ -59,7 +58,7 @@ def spelling(word: str) -> str:
 def character_vocabulary(tokens: Iterable[str]) -> tuple[str, ...]:
     """id -> character: PAD, START, END, then the sorted characters of every token, '+', '|'."""
     alphabet = {EOS_CHAR, UNK_CHAR}
-    for token in tokens:
+    for token in set(tokens):  # a corpus: few words, many tokens
         alphabet.update(spelling(token))
     return (PAD_CHAR, START_CHAR, END_CHAR, *sorted(alphabet))
 
@@ -117,7 +116,8 @@ class CharLMTokenizer:
 
     def word_ids(self, words: Sequence[str]) -> np.ndarray:
         """The word ids of `words` (the targets): int32 [len(words)]."""
-        return np.fromiter((self.token_to_id(w) for w in words), np.int32, len(words))
+        ids = {w: self.token_to_id(w) for w in set(words)}  # a corpus: few words, many tokens
+        return np.fromiter((ids[w] for w in words), np.int32, len(words))
 
     def detokenize(self, word_ids: Iterable[int]) -> list[str]:
         return [self.id_to_token(i) for i in word_ids]
@@ -137,6 +137,7 @@ class CharLMTokenizer:
         [width], default `max_word_length`). A longer word, or a character without an id, is
         a ValueError that names it."""
         width = width or self.max_word_length
+        word = clean(word)
         letters = spelling(word)
         if width is None:
             width = len(letters) + 2
