@@ -115,3 +115,34 @@ def test_a_first_step_hook_that_runs_late_in_kerass_thread_pool_counts_no_time_t
     phases = clock.phases()["phases_s"]
     assert phases["evaluation"] >= 0.05
     assert phases["compile"] < 0.05 and phases["training"] >= 0, phases
+
+
+def test_the_callbacks_before_the_first_step_count_once_and_not_against_training():
+    # The run's callbacks at the start of training (gate summaries, history) run between
+    # "build" and the first step's end: they are "callbacks", taken off "compile"'s interval.
+    # Taken off "training" instead, a short epoch read negative (CI: training -0.02 s).
+    import keras
+
+    clock = timeline.Clock()
+    clock.lap("data")
+    head, tail = clock.callbacks()
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    for callback in (head, tail):
+        callback.set_model(model)
+    head.on_train_begin()
+    time.sleep(0.1)  # the run's own callbacks at the start of training
+    tail.on_train_begin()
+    time.sleep(0.02)  # the first step
+    tail.on_train_batch_end(0)
+    time.sleep(0.01)  # the other steps
+    head.on_test_begin()
+    time.sleep(0.02)
+    head.on_test_end()
+    head.on_epoch_end(0)
+    tail.on_epoch_end(0)
+    tail.on_train_end()
+    phases = clock.phases()["phases_s"]
+    assert phases["callbacks"] >= 0.1
+    assert 0.02 <= phases["compile"] < 0.1, phases
+    assert 0.01 <= phases["training"] < 0.1, phases

@@ -69,6 +69,9 @@ class Clock:
         _marks.clear()
         self._ends: dict[str, float] = {}  # phase -> when it ended (perf_counter)
         self._spent = {"evaluation": 0.0, "callbacks": 0.0}
+        # The callbacks at the start of training that ran before the first step ended: they
+        # lie inside "compile"'s interval and come off it, not off "training".
+        self._callbacks_before_first_step = 0.0
         self._since: dict[str, float] = {}  # what is going on -> since when
 
     def lap(self, phase: str) -> None:
@@ -81,6 +84,11 @@ class Clock:
     def _end(self, what: str) -> None:
         if what in self._since:
             self._spent[what] += time.perf_counter() - self._since.pop(what)
+
+    def _end_start_callbacks(self) -> None:
+        self._end("callbacks")
+        if "compile" not in self._ends:
+            self._callbacks_before_first_step = self._spent["callbacks"]
 
     def callbacks(self) -> tuple[Any, Any]:
         """Two Keras callbacks timing what happens inside `fit`: put the first before the
@@ -111,7 +119,7 @@ class Clock:
             on_test_end=lambda logs=None: self._end("evaluation"),
             on_epoch_end=lambda epoch, logs=None: self._begin("callbacks"))
         tail = keras.callbacks.LambdaCallback(
-            on_train_begin=lambda logs=None: self._end("callbacks"),
+            on_train_begin=lambda logs=None: self._end_start_callbacks(),
             on_train_batch_end=lambda batch, logs=None: self.lap("compile"),
             on_epoch_end=lambda epoch, logs=None: self._end("callbacks"),
             on_train_end=fit_end)
@@ -133,9 +141,11 @@ class Clock:
         last = ends.get("data", self.started)
         if "fit" in ends:
             phases["build"] = ends["build"] - last
-            phases["compile"] = ends.get("compile", ends["build"]) - ends["build"]
+            before = self._callbacks_before_first_step
+            phases["compile"] = ends.get("compile", ends["build"]) - ends["build"] - before
             inside = ends["fit"] - ends.get("compile", ends["build"])
-            phases["training"] = inside - self._spent["evaluation"] - self._spent["callbacks"]
+            phases["training"] = (inside - self._spent["evaluation"]
+                                  - (self._spent["callbacks"] - before))
             phases.update(self._spent)
             phases["saving"] = now - ends["fit"]
         else:
