@@ -374,13 +374,13 @@ def package(tmp_path, monkeypatch):
 
 
 def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, package):
-    """`pretrain --language-model NAME RUN` into a package directory of the test's: the file
+    """`pretrain --run NAME RUN` into a package directory of the test's: the file
     and vocabulary hash-checked, weights="default" gives the run's net, vocabulary and next
     words, and the model card's texts are written again the same."""
     from training.experiments import pretrain
     from zoo import pretrained
 
-    assert cli.main(["pretrain", "--language-model", SMALL, str(run)]) == 0
+    assert cli.main(["pretrain", "--run", SMALL, str(run)]) == 0
     entry = pretrained.index()[SMALL]
     shipped = zoo.load(SMALL, weights="default")
     preset = zoo.load(str(run))
@@ -412,7 +412,7 @@ def test_float16_shipping_halves_the_file_and_measures_the_stored_weights_again(
     from training.language_model import perplexity, settle, stream_loss
     from zoo import pretrained
 
-    assert cli.main(["pretrain", "--language-model", SMALL, str(run), "--float16",
+    assert cli.main(["pretrain", "--run", SMALL, str(run), "--float16",
                      "--corpus", str(corpus), "--trained-on", "a lent GPU"]) == 0
     entry = pretrained.index()[SMALL]
     path = package / "weights" / entry["file"]
@@ -441,7 +441,7 @@ def test_float16_shipping_refuses_another_text_and_keeps_what_was_shipped(
         run, corpus, package, tmp_path, capsys):
     from zoo import pretrained
 
-    assert cli.main(["pretrain", "--language-model", SMALL, str(run)]) == 0
+    assert cli.main(["pretrain", "--run", SMALL, str(run)]) == 0
     before = {p: p.read_bytes() for p in package.rglob("*") if p.is_file()}
     other = write_corpus(tmp_path / "other", lines=(100, 30, 31))
     capsys.readouterr()
@@ -450,11 +450,11 @@ def test_float16_shipping_refuses_another_text_and_keeps_what_was_shipped(
         (["--float16", "--corpus", str(other)], "is not the text the run was trained on"),
         (["--corpus", str(corpus)], "--corpus is read only with --float16"),
     ]:
-        assert cli.main(["pretrain", "--language-model", SMALL, str(run), *argv]) == 2
+        assert cli.main(["pretrain", "--run", SMALL, str(run), *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
     assert cli.main(["pretrain", "--float16", "--only", "highway_fc10_mnist"]) == 2
-    assert "go with --language-model" in capsys.readouterr().err
+    assert "go with --run" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in package.rglob("*") if p.is_file()} == before
     pretrained.index.cache_clear()
     assert pretrained.index()[SMALL].get("stored_dtype") is None

@@ -172,3 +172,62 @@ def test_loading_shipped_weights_prints_no_download(capfd):
     zoo.load(name, weights="default")
     out, err = capfd.readouterr()
     assert "Downloading" not in out + err and "step" not in out + err, out + err
+
+
+def test_a_finished_image_run_ships_into_its_familys_presets(tmp_path, monkeypatch, capsys):
+    """`pretrain --run NAME RUN_DIR` (how a NIPS 2015 Table 1 run ships): the run's final
+    weights copied into the family's weights/ folder (of the test's), recorded in its preset
+    with the run's numbers, loaded by `weights="default"`; a run of another net, one not
+    finished and a language model's options are refused in one line, nothing written."""
+    import numpy as np
+
+    from highway_zoo import cli
+    from training.data import Dataset, Examples
+    from training.trainer import train
+    from zoo import registry
+
+    def examples(n, seed):
+        rng = np.random.default_rng(seed)
+        return Examples(rng.integers(0, 256, (n, 28, 28, 1), dtype=np.uint8),
+                        rng.integers(0, 10, n).astype(np.int64))
+
+    name = "highway_fc10_mnist"
+    data = Dataset(name="mnist", train=examples(256, 0), test=examples(64, 1), num_classes=10,
+                   image_shape=(28, 28, 1), num_train=256, num_test=64, source="random pixels")
+    run = tmp_path / "run"
+    train(name, dataset=data, epochs=2, out=run, depth=3, stacked=True, seed=3, verbose=0)
+    family = tmp_path / "fc_nets"
+    (family / "weights").mkdir(parents=True)
+    shutil.copyfile(registry.preset_file(name), family / "presets.json")
+    for other in zoo.list_models("*fc*"):
+        monkeypatch.setitem(registry._PRESET_FILES, other, family / "presets.json")
+    monkeypatch.setattr(pretrained, "CACHE_SUBDIR", str(tmp_path / "cache"))
+    pretrained.index.cache_clear()
+    try:
+        before = (family / "presets.json").read_bytes()
+        for argv, message in [
+            (["--run", "highway_fc20_mnist", str(run)], "is not a finished run of highway_fc20"),
+            (["--run", name, str(tmp_path)], "holds no run"),
+            (["--run", name, str(run), "--float16", "--corpus", str(tmp_path)], "is an image net"),
+        ]:
+            assert cli.main(["pretrain", *argv]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and message in err[0], err
+        assert (family / "presets.json").read_bytes() == before
+        assert not any((family / "weights").iterdir())
+
+        assert cli.main(["pretrain", "--run", name, str(run)]) == 0
+        metrics = json.loads((run / "metrics.json").read_text())
+        entry = registry.read_presets(family / "presets.json")[name]["weights"]
+        assert entry == pretrained.index()[name]
+        assert sha256_of(family / "weights" / entry["file"]) == entry["sha256"]
+        assert entry["test_accuracy"] == round(metrics["test_accuracy"], 4)
+        assert entry["epochs"] == 2 and len(entry["test_accuracy_per_epoch"]) == 2
+        assert entry["seed"] == 3 and entry["dataset"]["source"] == "random pixels"
+        assert entry["command"] == f"highway-zoo train {name} --depth 3 --stacked --seed 3"
+        assert f"{name}: test accuracy {entry['test_accuracy']:.4f}" in capsys.readouterr().out
+        shipped = zoo.load(name, weights="default", depth=3, stacked=True)
+        for a, b in zip(shipped.get_weights(), zoo.load(str(run)).get_weights(), strict=True):
+            np.testing.assert_array_equal(a, b)
+    finally:
+        pretrained.index.cache_clear()

@@ -255,21 +255,22 @@ def _pretrain_arguments(p) -> None:
     from training.experiments.pretrain import WORK_DIR
 
     p.description = ("Trains the nets whose weights ship with the zoo (or ships a finished "
-                     "language-model run) and records each in its family's presets.json.")
+                     "run) and records each in its family's presets.json.")
     p.add_argument("--only", nargs="*", help="train only these architectures")
     p.add_argument("--redo", nargs="*", default=[], help="retrain these even if present")
     add_data_dir(p)
     p.add_argument("--work-dir", type=Path, default=WORK_DIR,
                    help=f"the runs' directory, kept for resuming (default {WORK_DIR})")
-    p.add_argument("--language-model", nargs=2, metavar=("NAME", "RUN_DIR"),
-                   help="ship a finished language-model run of NAME instead of training")
+    p.add_argument("--run", "--language-model", nargs=2, metavar=("NAME", "RUN_DIR"),
+                   help="ship a finished run of NAME (an image net, e.g. a `nips-table` run, "
+                        "or a language model) instead of training")
     p.add_argument("--float16", action="store_true",
-                   help="with --language-model: store the weights as float16 (half the bytes); "
-                        "their test perplexity is measured again on --corpus")
+                   help="with --run of a language model: store the weights as float16 (half "
+                        "the bytes); their test perplexity is measured again on --corpus")
     p.add_argument("--corpus", metavar="DIR",
                    help="with --float16: the run's corpus (`highway-zoo prepare-text`'s)")
     p.add_argument("--trained-on", metavar="TEXT",
-                   help="with --language-model: the machine the run trained on, for the index "
+                   help="with --run: the machine the run trained on, for the record "
                         "(default: this one)")
 
 

