@@ -18,6 +18,7 @@ from benchmarks.research import (
     embedding_spread,
     float16_check,
     lesion_h,
+    lm_states,
     ptb_large_gpu_8epochs_page,
     ptb_large_gpu_25epochs_page,
     ptb_small_page,
@@ -218,6 +219,46 @@ def test_embedding_spread_reads_the_embedder_after_the_first_steps(corpus, capsy
     assert readings[0]["loss_per_token"] is None and readings[2]["loss_per_token"] > 0
     for r in readings:
         assert 0 <= r["dead_units"] <= 1 and r["rms"] > 0 and r["spread_across_words"] > 0
+
+
+def test_lm_states_gradient_norm_is_the_norm_of_an_unclipped_sgd_step(corpus):
+    """Against SGD itself: with the rate 1, no momentum and no clipping, one step moves the
+    weights by minus the gradient, so the norm of the move is the gradient's norm; reading it
+    changes no state (the step after it moves as far again)."""
+    from training.language_model import compiled_model, settle
+
+    settings = settle(SMALL, corpus, recipe="quick", recipe_overrides={
+        "learning_rate": 1.0, "momentum": 0.0, "nesterov": False, "global_clipnorm": None})
+    model = compiled_model(settings)
+    x, y = settings.train
+    batch = settings.recipe["batch_size"]
+    for step in range(2):  # the second step starts from carried states
+        rows = slice(batch * step, batch * (step + 1))
+        norm = lm_states.gradient_norm(model, x[rows], y[rows])
+        before = [np.array(w) for w in model.trainable_weights]
+        model.train_on_batch(x[rows], y[rows])
+        moved = np.sqrt(sum(np.sum((np.array(w) - b) ** 2)
+                            for w, b in zip(model.trainable_weights, before, strict=True)))
+        assert norm > 0 and moved == pytest.approx(norm, rel=1e-4)
+
+
+@pytest.mark.parametrize("states", ["carried", "reset"])
+def test_lm_states_reads_the_first_steps_with_states_carried_or_reset(corpus, states, tmp_path,
+                                                                       capsys):
+    out = tmp_path / "states.json"
+    readings = lm_states.main([str(corpus), "--states", states, "--model", SMALL,
+                               "--highway-layers", "2", "--recipe", "quick", "--steps", "3",
+                               "--every", "2", "--out", str(out)])
+    assert [r["step"] for r in readings] == [0, 2, 3]
+    assert readings[0]["cell_rms"] == [0.0, 0.0]  # no batch read yet
+    for r in readings[1:]:  # both carry and reset read the states at a batch's end
+        assert all(v > 0 for v in r["cell_rms"] + r["hidden_rms"]) and r["loss_per_token"] > 0
+    assert readings[0]["gradient_norm"] > 0 and readings[-1]["gradient_norm"] is None
+    assert all(r["offset_ratio"] == pytest.approx(r["embedder_rms"] / r["embedder_spread"],
+                                                  rel=1e-2) for r in readings)
+    result = json.loads(out.read_text())
+    assert result["states"] == states and result["readings"] == readings
+    assert 1 < result["validation_perplexity"] < 200
 
 
 @pytest.mark.slow
