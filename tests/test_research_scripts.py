@@ -19,6 +19,7 @@ from benchmarks.research import (
     float16_check,
     lesion_h,
     lm_states,
+    lm_states_page,
     ptb_large_gpu_8epochs_page,
     ptb_large_gpu_25epochs_page,
     ptb_small_page,
@@ -259,6 +260,24 @@ def test_lm_states_reads_the_first_steps_with_states_carried_or_reset(corpus, st
     result = json.loads(out.read_text())
     assert result["states"] == states and result["readings"] == readings
     assert 1 < result["validation_perplexity"] < 200
+
+
+def test_lm_states_page_tables_and_draws_every_run(corpus, tmp_path):
+    page = tmp_path / lm_states_page.PAGE
+    with pytest.raises(SystemExit, match="No lm_states results"):
+        page.mkdir(parents=True)
+        lm_states_page.main(["--results", str(tmp_path)])
+    for states in ("carried", "reset"):
+        lm_states.main([str(corpus), "--states", states, "--model", SMALL, "--highway-layers",
+                        "2", "--recipe", "quick", "--steps", "2", "--every", "1",
+                        "--out", str(page / f"residual_{states}_seed0.json")])
+    lm_states_page.main(["--results", str(tmp_path)])
+    rows = (page / "table.md").read_text().splitlines()[2:]
+    assert [r.split(" | ")[1] for r in rows] == ["carried", "reset"]
+    for row, states in zip(rows, ("carried", "reset")):
+        result = json.loads((page / f"residual_{states}_seed0.json").read_text())
+        assert row.endswith(f"| {result['validation_perplexity']:.1f} |")
+    assert (page / "states.png").stat().st_size > 0
 
 
 @pytest.mark.slow

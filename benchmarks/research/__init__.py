@@ -11,6 +11,8 @@ on tiny data it writes.
     python -m benchmarks.research.lesion_h PTB_DIR RUN_DIR ... # token_gates/lesion_h.*
     python -m benchmarks.research.float16_check RUN_DIR PTB_DIR OUT_DIR
     python -m benchmarks.research.embedding_spread PTB_DIR VARIANT [--steps 100]
+    python -m benchmarks.research.lm_states PTB_DIR --states carried|reset --out FILE.json
+    python -m benchmarks.research.lm_states_page               # language_model/large_states/
     benchmarks/research/gpu_large.sh                            # one GPU lease: Large, 25 epochs
 
 The page scripts write into docs/results/ (`--results DIR`: another copy of that tree).
