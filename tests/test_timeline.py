@@ -90,10 +90,9 @@ def test_a_command_records_its_phases_from_the_process_start(tmp_path):
     assert recorded["train_s"] < recorded["process_s"] <= wall
 
 
-def test_a_first_step_hook_that_runs_late_in_kerass_thread_pool_counts_no_time_twice():
-    # One step, then the test split: Keras may run the step's batch hook (async_safe) in its
-    # thread pool after the evaluation has begun. The evaluation is then not "compile" too,
-    # and "training" (what is left) is not negative.
+def _clock_with_hooks():
+    """A clock after its data, and its two callbacks on a compiled model: a test calls their
+    hooks in the order a `fit` might."""
     import keras
 
     clock = timeline.Clock()
@@ -103,6 +102,14 @@ def test_a_first_step_hook_that_runs_late_in_kerass_thread_pool_counts_no_time_t
     model.compile(optimizer="sgd", loss="mse")
     for callback in (head, tail):
         callback.set_model(model)
+    return clock, head, tail
+
+
+def test_a_first_step_hook_that_runs_late_in_kerass_thread_pool_counts_no_time_twice():
+    # One step, then the test split: Keras may run the step's batch hook (async_safe) in its
+    # thread pool after the evaluation has begun. The evaluation is then not "compile" too,
+    # and "training" (what is left) is not negative.
+    clock, head, tail = _clock_with_hooks()
     head.on_train_begin()
     tail.on_train_begin()
     head.on_test_begin()  # the evaluation begins before the step's hook has run
@@ -121,15 +128,7 @@ def test_the_callbacks_before_the_first_step_count_once_and_not_against_training
     # The run's callbacks at the start of training (gate summaries, history) run between
     # "build" and the first step's end: they are "callbacks", taken off "compile"'s interval.
     # Taken off "training" instead, a short epoch read negative (CI: training -0.02 s).
-    import keras
-
-    clock = timeline.Clock()
-    clock.lap("data")
-    head, tail = clock.callbacks()
-    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    for callback in (head, tail):
-        callback.set_model(model)
+    clock, head, tail = _clock_with_hooks()
     head.on_train_begin()
     time.sleep(0.1)  # the run's own callbacks at the start of training
     tail.on_train_begin()
