@@ -259,7 +259,14 @@ def test_lm_states_reads_the_first_steps_with_states_carried_or_reset(corpus, st
                                                   rel=1e-2) for r in readings)
     result = json.loads(out.read_text())
     assert result["states"] == states and result["readings"] == readings
-    assert 1 < result["validation_perplexity"] < 200
+    # Against the uniform guess: the untrained net (Kim's +-0.05 init) predicts about
+    # uniformly over the vocabulary, and three steps at the rate 1 stay near it.
+    words = {w for line in (corpus / "train.txt").read_text().splitlines() for w in line.split()}
+    lm_states.main([str(corpus), "--states", states, "--model", SMALL, "--highway-layers", "2",
+                    "--recipe", "quick", "--steps", "0", "--out", str(tmp_path / "0.json")])
+    untrained = json.loads((tmp_path / "0.json").read_text())["validation_perplexity"]
+    assert untrained == pytest.approx(len(words) + 1, rel=0.3)  # the words and <eos>
+    assert result["validation_perplexity"] == pytest.approx(untrained, rel=0.5)
 
 
 def test_lm_states_page_tables_and_draws_every_run(corpus, tmp_path):
