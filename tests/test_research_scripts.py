@@ -309,3 +309,50 @@ def test_gpu_large_script_trains_both_variants_and_ships_the_float16_parts(corpu
     assert "test_perplexity" in check["float16"]
     assert (tmp_path / "out" / "large_runs.tgz").is_file()
     assert list((tmp_path / "out").glob("large_f16.part*"))
+
+
+@pytest.mark.slow
+def test_gpu_nips_table_script_trains_benchmarks_and_resumes_from_its_own_parts(tmp_path):
+    """The CIFAR lease's script as it runs there (JAX, no TensorFlow needed), on a tiny JPEG
+    folder archive with Highway A for one epoch; the second call carries the first call's
+    parts back in and finds the run where the first left it."""
+    from test_prepared_images import CIFAR, cifar_arrays, write_folder
+
+    device = tmp_path / ".device"
+    folder = write_folder(tmp_path / "src" / "cifar10-jpeg", cifar_arrays(), CIFAR, suffix=".jpg")
+    device.mkdir()
+    subprocess.run(["tar", "czf", str(device / "cifar10-jpeg.tar.gz"), "-C", str(folder.parent),
+                    folder.name], check=True)
+    (device / "commit.txt").write_text("0123abc\n")
+    env = {**os.environ, "LOCAL": "1", "PY": sys.executable, "MODELS": "highway_a_cifar10",
+           "EXTRA": "--epochs 1", "R": str(tmp_path / "runs"),
+           "BENCH_ARGS": "--models highway_conv16_mnist --steps 2 --warmup 1 --repeats 1",
+           "PROGRESS_EVERY": "1", "DEADLINE": "400",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+    def call(out):
+        proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "research" /
+                                           "gpu_nips_table.sh")], cwd=tmp_path,
+                              env={**env, "OUT": str(out)}, capture_output=True, text=True,
+                              timeout=590)
+        assert "study rc 0" in proc.stdout, proc.stdout + proc.stderr
+        return proc.stdout
+
+    first = call(tmp_path / "out1")
+    assert "bench rc 0" in first
+    bench = json.loads((tmp_path / "out1" / "gpu_conv_peer.json").read_text())
+    assert "highway_conv16_mnist" in json.dumps(bench)
+    parts = sorted((tmp_path / "out1").glob("study.tgz.*"))
+    assert parts
+    shutil.rmtree(tmp_path / "runs")  # the next lease is a fresh machine
+    for part in parts:
+        shutil.copy(part, device)
+    second = call(tmp_path / "out2")
+    assert "resumed" in second
+    study = tmp_path / "runs" / "nips_table2_gpu"
+    logs = sorted(study.glob("lease-*/study.log"))
+    assert len(logs) == 2 and "(finished earlier, kept)" in logs[1].read_text()
+    assert (tmp_path / "runs" / "nips_table2_gpu.commit.txt").read_text() == "0123abc\n"
+    run = json.loads((study / "highway_a_cifar10_seed0" / "run.json").read_text())
+    assert run["status"] == "finished"
+    assert not list(study.rglob(".lock")) and not (study / ".claims").exists()
