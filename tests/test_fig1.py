@@ -4,6 +4,7 @@ tiny budget (depths 2 and 3, 2 trials per net, 1 epoch, 500 / 200 MNIST-sample d
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,6 +31,9 @@ def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys)
     assert len(re.findall(r"^trial \d+ by tuner0: COMPLETED", first, re.M)) == 8
     results = json.loads((out / "results.json").read_text())
     assert results["complete"] and results["settings"]["epochs"] == 1
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(__file__).parent, check=True).stdout.strip()
+    assert results["settings"]["code"]["commit"] == head  # the code the numbers came from
     assert results["data"]["num_train"] == 500 and "sample" in results["data"]["source"]
     cells = {(c["kind"], c["depth"]): c for c in results["cells"]}
     assert sorted(cells) == [("highway", 2), ("highway", 3), ("plain", 2), ("plain", 3)]

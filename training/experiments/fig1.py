@@ -45,7 +45,7 @@ from typing import Any
 
 from training.data import load_dataset
 from training.experiments.fc import architecture
-from training.experiments.study import Study, format_table, run_study
+from training.experiments.study import Study, code_version, format_table, run_study
 from training.run_dir import RUNS_ROOT
 
 KINDS = ("plain", "highway")
@@ -241,7 +241,9 @@ class Fig1Study(Study):
         self.data: dict[str, Any] = {}  # the cells' data, as their searches record it
 
     def settings(self) -> dict[str, Any]:
-        return {"depths": self.depths, "kinds": self.kinds, **self.search_settings}
+        # The code too: a study resumes only on the code it started with.
+        return {"depths": self.depths, "kinds": self.kinds, **self.search_settings,
+                "code": code_version()}
 
     def jobs(self, out: Path) -> list[dict[str, Any]]:
         jobs = []
@@ -303,7 +305,8 @@ class Fig1Study(Study):
                          "tuner": "random", "objective": "final training loss",
                          "optimizer": "SGD with momentum, ExponentialDecay per epoch "
                                       "(staircase)",
-                         "space": self.data["space"], "loss": LOSS_NOTE},
+                         "space": self.data["space"], "loss": LOSS_NOTE,
+                         "code": code_version()},
             "data": self.data["data"],
             "complete": all(c["trials"] == self.trials for c in summary),
             "cells": list(summary),
