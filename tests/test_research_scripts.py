@@ -312,6 +312,29 @@ def test_gpu_large_script_trains_both_variants_and_ships_the_float16_parts(corpu
 
 
 @pytest.mark.slow
+def test_gpu_large_script_gives_residual_and_plain_the_papers_layer_counts(corpus, tmp_path):
+    """VARIANTS="residual plain" with nothing to ship: Residual with twice Small's one highway
+    layer, Plain with one (Greff et al. §5.2), each as its run records it."""
+    (tmp_path / ".device").mkdir()
+    (tmp_path / ".device" / "ptb_prepared").symlink_to(corpus)
+    env = {**os.environ, "LOCAL": "1", "PY": sys.executable, "MODEL": SMALL,
+           "VARIANTS": "residual plain", "SHIP": "",
+           "EXTRA": "--recipe quick --epochs 1 --batch-size 5 --bptt-steps 10",
+           "OUT": str(tmp_path / "out"), "R": str(tmp_path / "runs"), "PROGRESS_EVERY": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "research" / "gpu_large.sh")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=590)
+    assert "residual rc 0" in proc.stdout and "plain rc 0" in proc.stdout, proc.stdout
+    assert "f16 rc" not in proc.stdout and not list((tmp_path / "out").glob("large_f16.part*"))
+    for variant, layers in (("residual", 2), ("plain", 1)):
+        run = json.loads((tmp_path / "runs" / variant / "run.json").read_text())
+        assert run["status"] == "finished"
+        assert run["overrides"]["variant"] == variant
+        assert run["overrides"]["highway_layers"] == layers
+    assert (tmp_path / "out" / "large_runs.tgz").is_file()
+
+
+@pytest.mark.slow
 def test_gpu_nips_table_script_trains_benchmarks_and_resumes_from_its_own_parts(tmp_path):
     """The CIFAR lease's script as it runs there (JAX, no TensorFlow needed), on a tiny JPEG
     folder archive with Highway A for one epoch; the second call carries the first call's
