@@ -14,13 +14,7 @@ T0=$(date +%s)
 DEADLINE=${DEADLINE:-540}; FULL_DEADLINE=${FULL_DEADLINE:-490}; END=${END:-590}; MODEL=${MODEL:-lstm_char_large_ptb}; EXTRA=${EXTRA:-}
 VARIANTS=${VARIANTS:-coupled full}; SHIP=${SHIP-coupled}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=${R:-/tmp/runs}; mkdir -p $R/w16
-if [ -d .whl ] && [ -z "${LOCAL:-}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-PY=${PY:-python3}
-export KERAS_BACKEND=jax PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+. "$(dirname "$0")/device_env.sh"
 cp .device/commit.txt $R/ 2>/dev/null
 (nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc) > $R/machine.txt 2>&1
 n=$(echo $VARIANTS | wc -w); fraction=$(( 80 / n )); [ $fraction -gt 40 ] && fraction=40

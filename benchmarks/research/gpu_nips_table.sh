@@ -21,13 +21,7 @@ TABLE=${TABLE:-2}; MODELS=${MODELS:-highway_b_cifar10}; DATASET=${DATASET:-cifar
 ARCHIVE=${ARCHIVE:-.device/cifar10-jpeg.tar.gz}; EXTRA=${EXTRA:-}; BENCH=${BENCH:-1}
 BENCH_ARGS=${BENCH_ARGS:---backend jax --repeats 3}
 DEADLINE=${DEADLINE:-540}; OUT=${OUT:-/tmp/out}; R=${R:-/tmp/runs}; mkdir -p "$OUT" "$R"
-if [ -d .whl ] && [ -z "${LOCAL:-}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-PY=${PY:-python3}
-export KERAS_BACKEND=jax PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+. "$(dirname "$0")/device_env.sh"
 elapsed() { echo $(( $(date +%s) - T0 )); }
 study=$R/nips_table${TABLE}_gpu
 # The data at the same path in every call: the study's data record names it. A machine still
