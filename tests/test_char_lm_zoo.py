@@ -488,6 +488,7 @@ def test_cli_generates_as_the_library_does(run, capsys):
      "No pretrained weights for 'lstm_char_small_rezero_ptb'"),
     (["generate", "RUN", "a", "--sampler", "beam"], "invalid choice: 'beam'"),
     (["generate", "RUN", "zebra!"], "is not in this model's character vocabulary"),
+    (["generate", "RUN", "The"], "it knows 't': write 'the'"),
 ])
 def test_cli_generate_refuses_in_one_line(run, argv, message):
     argv = [str(run) if a == "RUN" else a for a in argv]

@@ -56,6 +56,16 @@ def test_it_refuses_what_it_cannot_spell_naming_it(tokenizer):
         tokenizer.spell("cheats")
     with pytest.raises(ValueError, match="The character 'z' of 'zat' is not in"):
         tokenizer.spell("zat")
+    # ... and says how to fix it: the characters it knows, or the lower case it has
+    with pytest.raises(ValueError, match=f"it spells words with {''.join(CHARS[3:])!r}"):
+        tokenizer.spell("zat")
+    with pytest.raises(ValueError, match="'T' of 'The' .* it knows 't': write 'the'"):
+        tokenizer.spell("The")
+    with pytest.raises(ValueError, match="use a shorter word, or '<unk>'"):
+        tokenizer.spell("cheats")
+    for empty in ("", "{}"):  # nothing left to spell once '{' and '}' are removed
+        with pytest.raises(ValueError, match="An empty word cannot be spelled"):
+            tokenizer.spell(empty)
     assert tokenizer.missing_chars(["the", "zebra", "q"]) == ["b", "q", "r", "z"]
     with pytest.raises(ValueError, match="does not fit the model"):
         tokenizer.check_fits(classes=6, char_vocab_size=11)

@@ -138,20 +138,28 @@ class CharLMTokenizer:
         a ValueError that names it."""
         width = width or self.max_word_length
         word = clean(word)
+        if not word:
+            raise ValueError("An empty word cannot be spelled: give each word at least one "
+                             f"character ({UNK!r} stands for an unknown word).")
         letters = spelling(word)
         if width is None:
             width = len(letters) + 2
         if len(letters) + 2 > width:
             raise ValueError(
                 f"The word {word[:40]!r} has {len(letters)} characters; at most {width - 2} "
-                f"fit (max_word_length {width}, start and end included).")
+                f"fit (max_word_length {width}, start and end included): use a shorter word, "
+                f"or {UNK!r} for it.")
         ids = np.full(width, PAD, np.int32)
         ids[0] = START
         try:
             ids[1:len(letters) + 1] = [self._char_ids[c] for c in letters]
         except KeyError as err:
-            raise ValueError(f"The character {err.args[0]!r} of {word!r} is not in this "
-                             "model's character vocabulary.") from None
+            char = err.args[0]
+            fix = (f"it knows {char.lower()!r}: write {word.lower()!r}"
+                   if char.lower() != char and char.lower() in self._char_ids
+                   else f"it spells words with {''.join(self.chars[END + 1:])!r}")
+            raise ValueError(f"The character {char!r} of {word!r} is not in this model's "
+                             f"character vocabulary; {fix}.") from None
         ids[len(letters) + 1] = END
         return ids
 
