@@ -232,11 +232,14 @@ def test_cli_exports_a_run_directory_and_predicts_next_words(run, tmp_path, caps
     # Words the signature refuses (a character outside the vocabulary, a word too long for
     # the reader): one line that names the word, exit 2, no traceback.
     width = zoo.load(str(run)).inputs[0].shape[-1]
-    for words, said in ((["a", "Big"], "not in the character vocabulary of this model: Big."),
-                        (["a", "b" * width], f"more than {width - 2} characters")):
+    for words, said in ((["a", "Big"], "not in the character vocabulary of this model (it "
+                                       "spells words with these characters: +abc"),
+                        (["a", "b" * width], f"more than {width - 2} characters"),
+                        (["a", "Don't"], "): Don't. Give")):  # as typed, not C-escaped
         assert main(["predict", "--model-dir", str(version), *words]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0] and "lower case" in err[0], err
+        assert "these characters: +abc" in err[0] or "shorter word, or '<unk>' for it:" in err[0]
 
 
 def test_exporting_a_language_model_without_vocabulary_is_refused_in_one_line(tmp_path):

@@ -83,6 +83,7 @@ class Speller:
         ids = tf.range(END + 1, len(chars), dtype=tf.int64)
         self.table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(keys, ids), default_value=-1)
+        self.known = "".join(chars[END + 1:])  # said in the refusal: what to write instead
 
     def __call__(self, words):
         import tensorflow as tf
@@ -98,10 +99,12 @@ class Speller:
         checks = [
             tf.debugging.Assert(tf.logical_not(tf.reduce_any(too_long)), [
                 f"A word has more than {self.width - 2} characters (max_word_length "
-                f"{self.width}, start and end included), as the reader refuses:",
+                f"{self.width}, start and end included), as the reader refuses; use a "
+                f"shorter word, or {UNK!r} for it:",
                 tf.boolean_mask(flat, too_long)], summarize=5),
             tf.debugging.Assert(tf.logical_not(tf.reduce_any(unknown)), [
-                "A word has a character that is not in the character vocabulary of this model:",
+                "A word has a character that is not in the character vocabulary of this model "
+                f"(it spells words with these characters: {self.known}):",
                 tf.boolean_mask(flat, unknown)], summarize=5),
         ]
         with tf.control_dependencies(checks):

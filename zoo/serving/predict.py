@@ -175,7 +175,8 @@ def _refusal(message: str) -> str:
     found = re.search(r"assertion failed: \[(.*?):?\] \[(.*?)\]", message, re.S)
     if found is None:
         return " ".join(message.split())
-    what, which = found.groups()
+    # The assertion C-escapes its strings: quotes and backslashes back as the user wrote them.
+    what, which = (re.sub(r"\\(['\"\\])", r"\1", part) for part in found.groups())
     return (f"{what}: {which}. Give the words as the model's training text spells them "
             "(Mikolov's PTB: lower case, numbers as N, rare words as <unk>).")
 
