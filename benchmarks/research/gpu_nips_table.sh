@@ -8,7 +8,7 @@
 #     keras==$(python -c "import keras; print(keras.__version__)") namex optree google-crc32c
 # and `.device`:
 #   .device/cifar10-jpeg.tar.gz       the data archive (../shared/data), prepared there
-#   .device/commit.txt                the commit the study runs (`git rev-parse HEAD`)
+#   .device/commit.txt                the commit the call runs (`git rev-parse HEAD`)
 #   .device/study.tgz.NN              the last call's parts ($OUT/study.tgz.NN), to resume
 # then join what comes back here with `cat study.tgz.* | tar xz`.
 # Run from the repository's root: benchmarks/research/gpu_nips_table.sh. TABLE, MODELS, DATASET,
@@ -31,7 +31,8 @@ study=$R/nips_table${TABLE}_gpu
 if [ ! -d "$study" ] && compgen -G ".device/study.tgz.*" > /dev/null; then
   cat .device/study.tgz.* | tar xz -C "$R" && echo "resumed $(ls "$study" | tr '\n' ' ')"
 fi
-cp .device/commit.txt "$study.commit.txt" 2>/dev/null
+# The commit of every call (the device has no git to check that the code stayed the same).
+echo "$(date -u +%FT%TZ) $(cat .device/commit.txt 2>/dev/null)" >> "$study.commit.txt"
 (nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc) > "$R/machine.txt" 2>&1
 if [ "$BENCH" = 1 ]; then
   # what `highway-zoo bench --gpu --only conv_peer` runs, its JSON straight to $OUT
