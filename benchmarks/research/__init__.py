@@ -14,6 +14,8 @@ on tiny data it writes.
     python -m benchmarks.research.lm_states PTB_DIR --states carried|reset --out FILE.json
     python -m benchmarks.research.lm_states_page               # language_model/large_states/
     benchmarks/research/gpu_large.sh                            # one GPU lease: Large, 25 epochs
+    benchmarks/research/gpu_nips_table.sh                       # one GPU lease: Highway B, resumed
+    (both source device_env.sh: the carried wheels and the JAX backend)
 
 The page scripts write into docs/results/ (`--results DIR`: another copy of that tree).
 """
