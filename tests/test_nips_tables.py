@@ -99,3 +99,28 @@ def test_a_snapshot_of_a_study_under_way(tiny_mnist, tmp_path, capsys):
     assert json.loads((tmp_path / "page" / "results.json").read_text())["runs"][0]["seed"] == 0
     one_line = cli.main(["nips-table", "2", "--out", str(out), "--snapshot", str(tmp_path / "x")])
     assert one_line == 2 and "a study of Table 1, not 2" in capsys.readouterr().err
+
+
+def test_a_run_in_its_own_process_shows_its_epochs_as_they_come(tiny_mnist, tmp_path, capfd):
+    """Each run trains in a child process (the study's default): its per-epoch lines reach the
+    study's output, indented, before the run's summary line, and its result its own memory."""
+    out = tmp_path / "study"
+    assert cli.main(["nips-table", "1", "--data-dir", str(tiny_mnist), "--models",
+                     "highway_conv16_mnist", "--seeds", "1", "--epochs", "2",
+                     "--out", str(out)]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    summary = next(i for i, line in enumerate(lines) if line.startswith("[1/1] "))
+    epochs = [i for i, line in enumerate(lines) if line.startswith("    Epoch ")]
+    assert [lines[i].strip() for i in epochs] == ["Epoch 1/2", "Epoch 2/2"]
+    assert epochs[-1] < summary
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    assert run["peak_rss_mb"] > 100 and run["cpu_seconds"] > 0  # the child's, not None
+
+
+def test_a_run_whose_process_fails_says_why_from_its_stderr(tmp_path):
+    from training.experiments.study import train_in_child
+
+    job = {"model": "highway_conv16_mnist", "seed": 0, "data_dir": str(tmp_path / "no_data"),
+           "recipe": "quick", "epochs": 1, "run_dir": str(tmp_path / "run")}
+    with pytest.raises(RuntimeError, match=r"(?s)failed \(exit status 1\):.*no_data"):
+        train_in_child(nips_tables.NipsTableStudy, job)

@@ -332,10 +332,10 @@ def train_one(job: dict[str, Any]) -> dict[str, Any]:
     elif run_dir.status == NON_FINITE:  # likewise, after the run diverged
         metrics = _diverged(run_dir.read_run()["failure"]["message"])
     else:
-        try:
+        try:  # a line an epoch (minutes to hours): the study's output shows how far it is
             metrics = train_lm(job["architecture"], job["corpus"], out=run_dir.path,
                                epochs=job["epochs"], seed=job["seed"], recipe=job["recipe"],
-                               max_train_tokens=job["max_train_tokens"], verbose=0,
+                               max_train_tokens=job["max_train_tokens"], verbose=2,
                                **job["overrides"])
         except FloatingPointError as err:  # NonFiniteLossError: the study goes on
             metrics = _diverged(str(err))

@@ -362,25 +362,45 @@ def _run_job(i: int, job: dict[str, Any], study: Study, isolate: bool, total: in
 
 
 def train_in_child(study: type[Study], job: dict[str, Any]) -> dict[str, Any]:
-    """Runs `job` with `study.run_one` in a fresh process; its result, with "peak_rss_mb" and
+    """Runs `job` with `study.run_one` in a fresh process, whose output (a long run's progress)
+    goes on to this process's stdout as it comes, indented; its result, with "peak_rss_mb" and
     "cpu_seconds" of that process."""
+    import tempfile
+
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    request = {"study": f"{study.__module__}:{study.__qualname__}", "job": job}
-    proc = subprocess.run(
-        [sys.executable, "-c", f"from {__name__} import _child_main; _child_main()"],
-        input=json.dumps(request), capture_output=True, text=True, env=env, check=False,
-    )
-    if proc.returncode:
-        raise RuntimeError(
-            f"The run in {job['run_dir']} failed (exit status {proc.returncode}):\n"
-            f"{proc.stderr[-3000:]}"
-        )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory(prefix="highway-zoo-run-") as tmp:
+        result_path, stderr_path = Path(tmp) / "result.json", Path(tmp) / "stderr.txt"
+        request = {"study": f"{study.__module__}:{study.__qualname__}", "job": job,
+                   "result": str(result_path)}
+        # stderr to a file, not a pipe: read after the end, it cannot stall the child.
+        with open(stderr_path, "w") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", f"from {__name__} import _child_main; _child_main()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                env=env)
+            try:
+                proc.stdin.write(json.dumps(request))
+                proc.stdin.close()
+                for line in proc.stdout:
+                    sys.stdout.write(f"    {line}")
+                    sys.stdout.flush()
+                returncode = proc.wait()
+            except BaseException:  # interrupted: the run resumes from its last checkpoint
+                proc.kill()
+                proc.wait()
+                raise
+        if returncode:
+            raise RuntimeError(
+                f"The run in {job['run_dir']} failed (exit status {returncode}):\n"
+                f"{stderr_path.read_text(errors='replace')[-3000:]}"
+            )
+        return json.loads(result_path.read_text(encoding="utf-8"))
 
 
 def _child_main() -> None:
-    """Entry point of a run's own process: reads the study's class and the job from stdin,
-    prints the result with the process's peak memory and CPU time."""
+    """Entry point of a run's own process: reads the study's class, the job and where its
+    result goes from stdin, and writes there the result with the process's peak memory and
+    CPU time."""
     request = json.loads(sys.stdin.read())
     module, _, qualname = request["study"].partition(":")
     study: Any = importlib.import_module(module)
@@ -390,4 +410,4 @@ def _child_main() -> None:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # Linux: ru_maxrss in KiB
     result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # all threads
-    print(json.dumps(result))
+    Path(request["result"]).write_text(json.dumps(result), encoding="utf-8")
