@@ -71,6 +71,17 @@ def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys)
     assert _trial_files(out) == kept
     assert json.loads((out / "results.json").read_text())["cells"] == results["cells"]
 
+    # A snapshot of the study as it stands, against more trials planned than it has run:
+    # the same cells as its own results, marked incomplete; the study is not touched.
+    snap = tmp_path / "snapshot"
+    assert cli.main(["fig1", "--out", str(out), "--snapshot", str(snap), "--trials", "3"]) == 0
+    assert "8 runs finished in 4 cells" in capsys.readouterr().out
+    snapped = json.loads((snap / "results.json").read_text())
+    assert snapped["cells"] == results["cells"] and not snapped["complete"]
+    assert snapped["settings"]["code"] == results["settings"]["code"]
+    assert "8 of 12 runs finished (code " in (snap / "table.md").read_text()
+    assert (snap / "fig1.png").stat().st_size > 0 and _trial_files(out) == kept
+
     # More trials: the study resumes (trials are not among its settings), one more per net.
     assert cli.main(["fig1", *TINY, "--trials", "3", "--out", str(out)]) == 0
     more = capsys.readouterr().out
@@ -155,3 +166,17 @@ def test_a_chief_and_a_worker_search_both_cells_and_the_chief_writes_the_figure(
     assert results["complete"] and [(c["kind"], c["trials"]) for c in results["cells"]] == [
         ("plain", 2), ("highway", 2)]
     assert (out / "fig1.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--snapshot", "SNAP"], "--snapshot needs --out"),
+    (["--snapshot", "SNAP", "--out", "EMPTY"], "holds no study.json"),
+])
+def test_a_snapshot_of_no_study_is_one_line(tmp_path, capsys, argv, said):
+    (tmp_path / "empty").mkdir()
+    argv = [str(tmp_path / "snap") if a == "SNAP" else str(tmp_path / "empty") if a == "EMPTY"
+            else a for a in argv]
+    assert cli.main(["fig1", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0]
+    assert not (tmp_path / "snap").exists()

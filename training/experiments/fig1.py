@@ -343,6 +343,57 @@ def _summary(job: dict[str, Any]) -> dict[str, Any]:
                           job["search"]["epochs"], job["top"])
 
 
+def snapshot(study_dir: str | os.PathLike, dest: str | os.PathLike, trials: int,
+             top: int = 10) -> dict[str, Any]:
+    """Writes `dest`/results.json, table.md and fig1.png for the Fig. 1 study in `study_dir`
+    as it stands: the finished trials of each cell searched so far, a search under way
+    included, against `trials` planned per cell; trains nothing. Returns the results."""
+    from training.experiments.study import STUDY_FILE
+    from training.tuning.tuner import SETTINGS_FILE
+    from zoo.files import write_text
+
+    study_dir, dest = Path(study_dir), Path(dest)
+    study_file = study_dir / STUDY_FILE
+    if not study_file.is_file():
+        raise FileNotFoundError(f"{study_dir} holds no {STUDY_FILE}: pass the --out of a "
+                                "`highway-zoo fig1` study.")
+    settings = json.loads(study_file.read_text(encoding="utf-8"))
+    if "depths" not in settings or "kinds" not in settings:
+        raise ValueError(f"{study_dir} is not a `highway-zoo fig1` study.")
+    cells, search = [], None
+    for depth in settings["depths"]:
+        for kind in settings["kinds"]:
+            cell_dir = study_dir / cell_dir_name(kind, depth)
+            if (cell_dir / SETTINGS_FILE).is_file():
+                search = search or json.loads((cell_dir / SETTINGS_FILE).read_text("utf-8"))
+                cells.append(summarize_cell(cell_dir, kind, depth, settings["epochs"], top))
+    if search is None:
+        raise ValueError(f"No cell of the study in {study_dir} has started its search yet.")
+    results = {
+        "settings": {"depths": settings["depths"], "kinds": settings["kinds"], "trials": trials,
+                     "epochs": settings["epochs"], "top": top,
+                     "batch_size": search["batch_size"], "seed": settings["seed"],
+                     "tuner": "random", "objective": "final training loss",
+                     "optimizer": "SGD with momentum, ExponentialDecay per epoch (staircase)",
+                     "space": search["space"], "loss": LOSS_NOTE,
+                     "code": settings.get("code")},
+        "data": search["dataset"],
+        "complete": len(cells) == len(settings["depths"]) * len(settings["kinds"])
+                    and all(c["trials"] == trials for c in cells),
+        "cells": cells,
+    }
+    done = sum(c["trials"] for c in cells)
+    planned = trials * len(settings["depths"]) * len(settings["kinds"])
+    commit = (settings.get("code") or {}).get("commit", "?")[:7]
+    dest.mkdir(parents=True, exist_ok=True)
+    write_text(dest / "results.json", json.dumps(results, indent=2) + "\n", overwrite=True)
+    write_text(dest / "table.md", f"Data: {_data_line(results)}; {LOSS_NOTE}.\n\n"
+               f"{fig1_table(results)}\n\n{done} of {planned} runs finished (code {commit}).\n",
+               overwrite=True)
+    plot(results, dest / Fig1Study.figure_file)
+    return results
+
+
 def fig1(
     depths: Sequence[int] = DEPTHS,
     kinds: Sequence[str] = KINDS,
