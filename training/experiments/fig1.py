@@ -348,16 +348,12 @@ def snapshot(study_dir: str | os.PathLike, dest: str | os.PathLike, trials: int,
     """Writes `dest`/results.json, table.md and fig1.png for the Fig. 1 study in `study_dir`
     as it stands: the finished trials of each cell searched so far, a search under way
     included, against `trials` planned per cell; trains nothing. Returns the results."""
-    from training.experiments.study import STUDY_FILE
+    from training.experiments.study import study_settings
     from training.tuning.tuner import SETTINGS_FILE
     from zoo.files import write_text
 
     study_dir, dest = Path(study_dir), Path(dest)
-    study_file = study_dir / STUDY_FILE
-    if not study_file.is_file():
-        raise FileNotFoundError(f"{study_dir} holds no {STUDY_FILE}: pass the --out of a "
-                                "`highway-zoo fig1` study.")
-    settings = json.loads(study_file.read_text(encoding="utf-8"))
+    settings = study_settings(study_dir, "fig1")
     if "depths" not in settings or "kinds" not in settings:
         raise ValueError(f"{study_dir} is not a `highway-zoo fig1` study.")
     cells, search = [], None

@@ -238,15 +238,11 @@ def snapshot(study_dir: str | os.PathLike, dest: str | os.PathLike,
     stands, its runs finished or under way (`run_record`); trains nothing. Returns the rows."""
     import json
 
-    from training.experiments.study import STUDY_FILE
+    from training.experiments.study import study_settings
     from zoo.files import write_text
 
     study_dir, dest = Path(study_dir), Path(dest)
-    study_file = study_dir / STUDY_FILE
-    if not study_file.is_file():
-        raise FileNotFoundError(f"{study_dir} holds no {STUDY_FILE}: pass the --out of a "
-                                "`highway-zoo nips-table` study.")
-    settings = json.loads(study_file.read_text(encoding="utf-8"))
+    settings = study_settings(study_dir, "nips-table")
     if table is not None and settings.get("table") != table:
         raise ValueError(f"{study_dir} is a study of Table {settings.get('table')}, not "
                          f"{table}.")

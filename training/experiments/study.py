@@ -181,6 +181,20 @@ def summarise(runs: Sequence[dict[str, Any]], by: Sequence[str], metrics: Sequen
 # --- The study's directory -----------------------------------------------------------
 
 
+def study_settings(study_dir: str | os.PathLike, command: str) -> dict[str, Any]:
+    """The settings in `study_dir`'s study.json, the --out of a `highway-zoo COMMAND` study
+    (what a snapshot of it reads).
+
+    Raises:
+        FileNotFoundError: `study_dir` holds no study.json.
+    """
+    study_file = Path(study_dir) / STUDY_FILE
+    if not study_file.is_file():
+        raise FileNotFoundError(f"{study_dir} holds no {STUDY_FILE}: pass the --out of a "
+                                f"`highway-zoo {command}` study.")
+    return json.loads(study_file.read_text(encoding="utf-8"))
+
+
 def code_version() -> dict[str, Any]:
     """The code a study runs: the package version and, in a git checkout, its commit and
     whether files differ from it (a study resumes only on the code it started with)."""
