@@ -13,6 +13,7 @@ import pytest
 from places import reserved_ports, run_together
 
 from highway_zoo import cli
+from training.experiments import fig1
 from training.experiments.fc import architecture
 
 TINY = ["--depths", "2,3", "--trials", "2", "--epochs", "1", "--max-train-examples", "500",
@@ -62,6 +63,8 @@ def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys)
     assert len(re.findall(r"^\| [23] \| (plain|highway) \| 2 \|", table, re.M)) == 4
     image = matplotlib.image.imread(out / "fig1.png")
     assert image.shape[1] > 2 * image.shape[0] * 0.9  # two panels side by side
+    search = matplotlib.image.imread(out / "search.png")
+    assert search.shape[1] > 2 * search.shape[0] * 0.9  # a panel per depth
 
     # The same command again: every trial is kept, none is run again.
     kept = _trial_files(out)
@@ -81,6 +84,7 @@ def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys)
     assert snapped["settings"]["code"] == results["settings"]["code"]
     assert "8 of 12 runs finished (code " in (snap / "table.md").read_text()
     assert (snap / "fig1.png").stat().st_size > 0 and _trial_files(out) == kept
+    assert (snap / "search.png").read_bytes()[:4] == b"\x89PNG"
 
     # More trials: the study resumes (trials are not among its settings), one more per net.
     assert cli.main(["fig1", *TINY, "--trials", "3", "--out", str(out)]) == 0
@@ -130,6 +134,31 @@ def test_other_settings_in_an_existing_directory_are_refused(tmp_path, capsys):
                      "--max-test-examples", "100"]) == 2
     err = capsys.readouterr().err
     assert "holds a search with other settings" in err and err.count("\n") == 1
+
+
+def _run(trial_id, final_loss, learning_rate, momentum, transform_bias=None):
+    hp = {"learning_rate": learning_rate, "momentum": momentum}
+    if transform_bias is not None:
+        hp["transform_bias"] = transform_bias
+    return {"trial_id": trial_id, "hyperparameters": hp, "final_loss": final_loss}
+
+
+def test_search_points_are_every_finished_run_at_its_step_size():
+    results = {"cells": [
+        {"kind": "plain", "depth": 20, "diverged": 1,
+         "runs": [_run("0", 0.5, 0.01, 0.9), _run("1", None, 0.1, 0.5)]},
+        {"kind": "highway", "depth": 20, "diverged": 0,
+         "runs": [_run("0", 0.25, 0.02, 0.0, -3.0), _run("1", 2.3, 0.003, 0.7, -1.5)]},
+        {"kind": "plain", "depth": 10, "diverged": 0, "runs": [_run("0", 0.1, 0.004, 0.6)]},
+    ]}
+    points = fig1.search_points(results)
+    assert list(points) == [10, 20]  # by depth
+    # lr / (1 - momentum): 0.01 / 0.1 = 0.1; 0.003 / 0.3 = 0.01; 0.004 / 0.4 = 0.01
+    assert points[20]["plain"] == [(pytest.approx(0.1), 0.5, None)]  # the diverged run left out
+    assert points[20]["highway"] == [(0.02, 0.25, -3.0), (pytest.approx(0.01), 2.3, -1.5)]
+    assert points[20]["diverged"] == 1 and points[10]["diverged"] == 0
+    assert points[10]["plain"] == [(pytest.approx(0.01), 0.1, None)]
+    assert "highway" not in points[10]
 
 
 def test_cells_use_the_registered_nets_or_the_depth_override():

@@ -222,8 +222,9 @@ def _fig1_arguments(p) -> None:
     add_subset(p)
     add_seed(p)
     p.add_argument("--snapshot", metavar="DEST",
-                   help="train nothing: write DEST/table.md, fig1.png and results.json of the "
-                   "study at --out as it stands (its cells' finished trials, of --trials each)")
+                   help="train nothing: write DEST/table.md, fig1.png, search.png and "
+                   "results.json of the study at --out as it stands (its cells' finished "
+                   "trials, of --trials each)")
 
 
 def fig1(args) -> None:
@@ -235,8 +236,8 @@ def fig1(args) -> None:
             raise ValueError("--snapshot needs --out, the study's directory.")
         results = snapshot(args.out, args.snapshot, args.trials, top=args.top)
         done = sum(c["trials"] for c in results["cells"])
-        print(f"Wrote {args.snapshot}/table.md, fig1.png and results.json ({done} runs "
-              f"finished in {len(results['cells'])} cells)")
+        print(f"Wrote {args.snapshot}/table.md, fig1.png, search.png and results.json "
+              f"({done} runs finished in {len(results['cells'])} cells)")
         return
     fig1_(args.depths, args.kinds, args.trials, epochs=args.epochs, top=args.top,
           out=args.out, data_dir=args.data_dir, batch_size=args.batch_size,

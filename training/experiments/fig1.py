@@ -24,6 +24,8 @@ Writes, under `out` (default runs/fig1), as a `Study` (`Fig1Study`)::
     table.md            the table
     fig1.png            left: best run's loss per epoch per depth (plain dashed, highway
                         solid); right: mean ± std of the top-10 final losses against depth
+    search.png          every run's final loss against its step size, a panel per depth,
+                        highway runs coloured by their b_T: what sets the ranking
 
 Resuming: run the same command again; finished trials are kept, interrupted ones rerun, and
 `--trials` may be raised. Distributed: the same command in every process with KerasTuner's
@@ -50,6 +52,7 @@ from training.run_dir import RUNS_ROOT
 
 KINDS = ("plain", "highway")
 DEPTHS = (10, 20, 50, 100)
+SEARCH_FIGURE = "search.png"
 LOSS_NOTE = ("training loss = Keras's epoch loss (mean cross-entropy over the epoch's "
              "training batches)")
 
@@ -214,6 +217,64 @@ def plot(results: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
+def step_size(hyperparameters: dict[str, Any]) -> float:
+    """The learning rate over (1 - momentum): SGD with momentum's steady step per unit of
+    gradient, the one number that ranks a search's runs best."""
+    return hyperparameters["learning_rate"] / (1.0 - hyperparameters["momentum"])
+
+
+def search_points(results: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Per depth, the finished runs as `search.png` draws them: for each kind a list of
+    (step size, final loss, b_T or None), and how many runs diverged (not drawn)."""
+    points: dict[int, dict[str, Any]] = {}
+    for c in results["cells"]:
+        depth = points.setdefault(c["depth"], {"diverged": 0})
+        depth[c["kind"]] = [(step_size(r["hyperparameters"]), r["final_loss"],
+                             r["hyperparameters"].get("transform_bias"))
+                            for r in c["runs"] if r["final_loss"] is not None]
+        depth["diverged"] += c["diverged"]
+    return dict(sorted(points.items()))
+
+
+def plot_search(results: dict[str, Any], path: Path) -> None:
+    """Every run's final loss against its step size, a panel per depth: plain runs grey,
+    highway runs coloured by b_T (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zoo.files import save_figure
+
+    points = search_points(results)
+    low, high = results["settings"]["space"]["transform_bias"]
+    columns = max(1, len(points))
+    fig, axes = plt.subplots(1, columns, figsize=(3.4 * columns + 1, 3.8), sharey=True,
+                             squeeze=False, layout="constrained")
+    shown = None
+    for ax, (depth, cell) in zip(axes[0], points.items()):
+        if cell.get("plain"):
+            x, y, _ = zip(*cell["plain"])
+            ax.scatter(x, y, marker="x", color="grey", label="plain")
+        if cell.get("highway"):
+            x, y, b = zip(*cell["highway"])
+            shown = ax.scatter(x, y, c=b, cmap="viridis", vmin=low, vmax=high,
+                               edgecolors="black", linewidths=0.3, label="highway")
+        diverged = f", {cell['diverged']} diverged (not shown)" if cell["diverged"] else ""
+        ax.set(xscale="log", yscale="log", title=f"depth {depth}{diverged}",
+               xlabel="learning rate / (1 − momentum)")
+        ax.grid(alpha=0.3, which="both")
+    axes[0][0].set_ylabel("final training loss")
+    axes[0][0].legend(fontsize=8)
+    if shown is not None:
+        fig.colorbar(shown, ax=axes[0].tolist(), label="highway: initial b_T", pad=0.01)
+    s, d = results["settings"], results["data"]
+    fig.suptitle(f"Every run of the Fig. 1 search: {s['epochs']} epochs each, batch "
+                 f"{s['batch_size']}; {d['name']}: {d['source']}; {d['num_train']} training "
+                 f"images", fontsize=9)
+    save_figure(fig, path)
+
+
 class Fig1Study(Study):
     """Fig. 1 as a `training.experiments.study.Study`: a job per (kind, depth) cell, each a
     random search (`training.tuning.tuner.search`) in its run directory.
@@ -321,6 +382,7 @@ class Fig1Study(Study):
 
     def figure(self, results: dict[str, Any], out: Path) -> None:
         plot(results, out / self.figure_file)
+        plot_search(results, out / SEARCH_FIGURE)
 
 
 def _cell(job: dict[str, Any]):
@@ -345,7 +407,7 @@ def _summary(job: dict[str, Any]) -> dict[str, Any]:
 
 def snapshot(study_dir: str | os.PathLike, dest: str | os.PathLike, trials: int,
              top: int = 10) -> dict[str, Any]:
-    """Writes `dest`/results.json, table.md and fig1.png for the Fig. 1 study in `study_dir`
+    """Writes `dest`/results.json, table.md, fig1.png and search.png for the Fig. 1 study in `study_dir`
     as it stands: the finished trials of each cell searched so far, a search under way
     included, against `trials` planned per cell; trains nothing. Returns the results."""
     from training.experiments.study import study_settings
@@ -387,6 +449,7 @@ def snapshot(study_dir: str | os.PathLike, dest: str | os.PathLike, trials: int,
                f"{fig1_table(results)}\n\n{done} of {planned} runs finished (code {commit}).\n",
                overwrite=True)
     plot(results, dest / Fig1Study.figure_file)
+    plot_search(results, dest / SEARCH_FIGURE)
     return results
 
 
@@ -405,7 +468,7 @@ def fig1(
     seed: int = 0,
 ) -> dict[str, Any] | None:
     """Runs (or resumes) the search of every cell and writes results.json, table.md and
-    fig1.png under `out` (default runs/fig1).
+    fig1.png and search.png under `out` (default runs/fig1).
 
     Returns the results (None in a worker process of a distributed search).
 
