@@ -407,9 +407,9 @@ def _summary(job: dict[str, Any]) -> dict[str, Any]:
 
 def snapshot(study_dir: str | os.PathLike, dest: str | os.PathLike, trials: int,
              top: int = 10) -> dict[str, Any]:
-    """Writes `dest`/results.json, table.md, fig1.png and search.png for the Fig. 1 study in `study_dir`
-    as it stands: the finished trials of each cell searched so far, a search under way
-    included, against `trials` planned per cell; trains nothing. Returns the results."""
+    """Writes `dest`/results.json, table.md, fig1.png and search.png for the Fig. 1 study in
+    `study_dir` as it stands: the finished trials of each cell searched so far, a search under
+    way included, against `trials` planned per cell; trains nothing. Returns the results."""
     from training.experiments.study import study_settings
     from training.tuning.tuner import SETTINGS_FILE
     from zoo.files import write_text
