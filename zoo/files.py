@@ -35,13 +35,13 @@ def atomic_path(target: str | os.PathLike, overwrite: bool = False) -> Iterator[
     fd, tmp = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix="".join(target.suffixes), dir=target.parent
     )
-    os.close(fd)
     tmp = Path(tmp)
-    # mkstemp makes the file private (0600); give it the mode a plain open() would.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    try:
+    try:  # from the file's creation on: an interrupt anywhere leaves no temporary file
+        os.close(fd)
+        # mkstemp makes the file private (0600); give it the mode a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         yield tmp
         os.replace(tmp, target)
     finally:
