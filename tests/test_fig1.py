@@ -161,6 +161,34 @@ def test_search_points_are_every_finished_run_at_its_step_size():
     assert "highway" not in points[10]
 
 
+def _trial(cell_dir, trial_id, losses, status="COMPLETED"):
+    trial_dir = cell_dir / "search" / f"trial_{trial_id}"
+    trial_dir.mkdir(parents=True)
+    (trial_dir / "trial.json").write_text(json.dumps({
+        "trial_id": trial_id, "status": status,
+        "hyperparameters": {"values": {"learning_rate": 0.01, "momentum": 0.5,
+                                       "tuner/trials": 3}}}))
+    (trial_dir / "history.json").write_text(json.dumps({
+        "trial_id": trial_id, "seconds": 2.0,
+        "history": {"loss": losses, "val_accuracy": [0.5] * len(losses)}}))
+
+
+def test_a_cell_ranks_its_runs_and_counts_the_diverged_and_those_at_chance(tmp_path):
+    cell_dir = tmp_path / "plain_fc10"
+    _trial(cell_dir, "00", [2.30, 2.30, 2.31])          # stalled: a uniform guess is ln 10
+    _trial(cell_dir, "01", [2.0, 1.0, 0.5])
+    _trial(cell_dir, "02", [2.0, float("nan")])         # stopped by TerminateOnNaN
+    _trial(cell_dir, "03", [2.0, 1.9, 2.18])            # 0.947 ln 10: learning, just
+    _trial(cell_dir, "04", [2.0, 1.0, 0.1], status="RUNNING")
+    cell = fig1.summarize_cell(cell_dir, "plain", 10, epochs=3, top=2)
+    assert [r["trial_id"] for r in cell["runs"]] == ["01", "03", "00", "02"]
+    assert (cell["trials"], cell["diverged"], cell["at_chance"], cell["unfinished"]) == (
+        4, 1, 1, 1)
+    assert cell["best"]["trial_id"] == "01" and cell["best"]["final_loss"] == 0.5
+    assert cell["best"]["hyperparameters"] == {"learning_rate": 0.01, "momentum": 0.5}
+    assert cell["top"]["final_losses"] == [0.5, 2.18] and cell["seconds"] == 8.0
+
+
 def test_cells_use_the_registered_nets_or_the_depth_override():
     assert architecture("highway", 50) == ("highway_fc50_mnist", {})
     assert architecture("plain", 100) == ("plain_fc100_mnist", {})
