@@ -30,6 +30,7 @@ def test_fig1_searches_every_net_draws_both_panels_and_resumes(tmp_path, capsys)
     assert cli.main(["fig1", *TINY, "--out", str(out)]) == 0
     first = capsys.readouterr().out
     assert len(re.findall(r"^trial \d+ by tuner0: COMPLETED", first, re.M)) == 8
+    assert f"Wrote {out}/results.json, table.md, fig1.png and search.png" in first
     results = json.loads((out / "results.json").read_text())
     assert results["complete"] and results["settings"]["epochs"] == 1
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,

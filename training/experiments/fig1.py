@@ -297,6 +297,7 @@ class Fig1Study(Study):
     (`run_all`, `training.tuning.tuner.search_cells`)."""
 
     name, figure_file, indent = "fig1", "fig1.png", 2
+    figure_files = (figure_file, SEARCH_FIGURE)
 
     def __init__(self, depths, kinds, trials, *, epochs, top, data_dir, batch_size,
                  max_train_examples, max_test_examples, seed):

@@ -12,7 +12,8 @@ become a summary, a table and a figure::
     summary(runs)         the runs summarised over seeds (`summarise`)
     table(summary)        table.md (`format_table`)
     results(runs, summary)  results.json
-    figure(results, out)  the figure, `figure_file` under `out`
+    figure(results, out)  the figure, `figure_file` under `out` (and any others it lists in
+                          `figure_files`)
     run_all(jobs, isolate)  every job's result: `run_jobs` unless the study's processes
                           share every job (fig1's distributed search)
 
@@ -60,6 +61,11 @@ class Study:
 
     name: str = ""
     figure_file: str = ""
+
+    @property
+    def figure_files(self) -> tuple[str, ...]:
+        """Every figure `figure` writes, for the line that says what was written."""
+        return (self.figure_file,)
     indent: int = 1  # of results.json
     data: Any = None  # what the jobs run in this process share (a loaded dataset)
 
@@ -124,7 +130,8 @@ def run_study(study: Study, out: str | os.PathLike | None,
     write_text(out / "table.md", table if table.endswith("\n") else table + "\n",
                overwrite=True)
     study.figure(results, out)
-    print(f"\nWrote {out}/results.json, table.md and {study.figure_file}")
+    *files, last = ["results.json", "table.md", *study.figure_files]
+    print(f"\nWrote {out}/{', '.join(files)} and {last}")
     return results
 
 
