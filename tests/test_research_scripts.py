@@ -16,6 +16,7 @@ import pytest
 import zoo
 from benchmarks.research import (
     embedding_spread,
+    fig1_gates,
     float16_check,
     lesion_h,
     lm_states,
@@ -380,3 +381,40 @@ def test_gpu_nips_table_script_trains_benchmarks_and_resumes_from_its_own_parts(
     run = json.loads((study / "highway_a_cifar10_seed0" / "run.json").read_text())
     assert run["status"] == "finished"
     assert not list(study.rglob(".lock")) and not (study / ".claims").exists()
+
+
+def test_fig1_gates_reads_t_as_the_paper_defines_it(tmp_path, capsys):
+    """With W_T zeroed, T = sigmoid(x W_T + b_T) is sigmoid(b_T) for every input and unit:
+    the mean T the script reads for each layer must be that number."""
+    from zoo.analysis.gates import highway_layers
+
+    study, b_t = tmp_path / "fig1", -3.0
+    (study / "highway_fc3" / "search").mkdir(parents=True)
+    _write(study / "study.json", {"depths": [3], "kinds": ["highway"], "epochs": 2,
+                                  "seed": 0, "code": None})
+    model = zoo.load("highway_fc10_mnist", depth=3, activation="tanh", transform_bias=b_t)
+    for layer in highway_layers(model):
+        kernel = np.asarray(layer.kernel)
+        d = kernel.shape[0]
+        kernel[:, d:2 * d] = 0.0  # the fused kernel is [H | T]
+        layer.kernel.assign(kernel)
+    for trial_id, kept in (("00", True), ("01", False)):
+        trial = study / "highway_fc3" / "search" / f"trial_{trial_id}"
+        _write(trial / "trial.json", {"trial_id": trial_id, "status": "COMPLETED",
+                                      "hyperparameters": {"values": {
+                                          "learning_rate": 0.02, "momentum": 0.5,
+                                          "activation": "tanh", "transform_bias": b_t}}})
+        _write(trial / "history.json", {"seconds": 1.0, "history": {"loss": [1.0, 0.5]}})
+        if kept:
+            model.save_weights(trial / "checkpoint.weights.h5")
+    out = tmp_path / "gates.json"
+    fig1_gates.main([str(study), "--images", "64", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["images"] == 64 and result["runs_without_checkpoint"] == 1
+    [run] = result["runs"]
+    sigmoid = 1.0 / (1.0 + np.exp(-b_t))
+    assert run["initial_T"] == pytest.approx(sigmoid, abs=1e-5)
+    assert run["mean_T_per_layer"] == pytest.approx([sigmoid, sigmoid], abs=1e-5)  # 2 layers
+    assert run["step_size"] == pytest.approx(0.04) and run["final_loss"] == 0.5
+    assert "1 runs (1 without a checkpoint)" in capsys.readouterr().out
+

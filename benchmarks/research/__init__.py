@@ -13,6 +13,7 @@ on tiny data it writes.
     python -m benchmarks.research.embedding_spread PTB_DIR VARIANT [--steps 100]
     python -m benchmarks.research.lm_states PTB_DIR --states carried|reset --out FILE.json
     python -m benchmarks.research.lm_states_page               # language_model/large_states/
+    python -m benchmarks.research.fig1_gates STUDY --out FILE # fig1/full_mnist/gates.json
     benchmarks/research/gpu_large.sh                            # one GPU lease: Large, 25 epochs
     benchmarks/research/gpu_nips_table.sh                       # one GPU lease: Highway B, resumed
     (both source device_env.sh: the carried wheels and the JAX backend)
