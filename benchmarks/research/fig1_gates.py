@@ -24,20 +24,20 @@ import numpy as np
 import zoo
 from training.data import load_dataset
 from training.experiments.fc import architecture
-from training.experiments.fig1 import step_size, summarize_cell
+from training.experiments.fig1 import cell_dir_name, step_size, summarize_cell
 from training.experiments.study import study_settings
 from zoo.analysis.gates import GateProbe
 from zoo.files import write_text
 
 
-def run_gates(cell_dir: Path, depth: int, run: dict, images: np.ndarray) -> list[float]:
-    """The mean T of each highway layer of `run`'s net on `images`."""
+def run_gates(checkpoint: Path, depth: int, run: dict, images: np.ndarray) -> list[float]:
+    """The mean T of each highway layer of `run`'s net, its weights from `checkpoint`, on
+    `images`."""
     hp = run["hyperparameters"]
     name, overrides = architecture("highway", depth)
     model = zoo.load(name, **overrides, activation=hp["activation"],
                      transform_bias=hp["transform_bias"])
-    model.load_weights(cell_dir / "search" / f"trial_{run['trial_id']}"
-                       / "checkpoint.weights.h5")
+    model.load_weights(checkpoint)
     return [round(float(np.mean(np.asarray(t))), 5)
             for t in GateProbe(model).gates(images).values()]
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     images = data.train.images[:args.images]
     runs, missing = [], 0
     for depth in settings["depths"]:
-        cell_dir = args.study / f"highway_fc{depth}"
+        cell_dir = args.study / cell_dir_name("highway", depth)
         if not cell_dir.is_dir():
             continue
         cell = summarize_cell(cell_dir, "highway", depth, settings["epochs"], top=10)
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
                 missing += 1
                 continue
             hp = run["hyperparameters"]
-            per_layer = run_gates(cell_dir, depth, run, images)
+            per_layer = run_gates(checkpoint, depth, run, images)
             runs.append({
                 "depth": depth, "trial_id": run["trial_id"], "activation": hp["activation"],
                 "transform_bias": hp["transform_bias"],
