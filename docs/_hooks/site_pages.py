@@ -488,9 +488,11 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
                 "forward pass. The paper's accuracy and top-5 error are in %.", ""]
         if run:
             out += [_measured_note(run), ""]
-    out += ["\"(sample)\": measured on the 1,000 test digits of the 5,000-digit MNIST sample "
-            "that installs offline here, not on the full MNIST the paper's number is for.", "",
-            "Provenance: **CODE** read from the authors' released files; **DERIVED** follows "
+    if any(line.startswith("| [`") and "(sample)" in line for line in out):
+        out += ["\"(sample)\": measured on the 1,000 test digits of the 5,000-digit MNIST "
+                "sample that installs offline here, not on the full MNIST the paper's number "
+                "is for.", ""]
+    out += ["Provenance: **CODE** read from the authors' released files; **DERIVED** follows "
             "from the authors' code or the paper by arithmetic; **RECON** reconstructed to fit "
             "the published layer and parameter counts; **COMBINED** a later paper's skip form "
             "(ReZero, LayerScale) in one of these nets, a combination no paper trains "
