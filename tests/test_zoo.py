@@ -244,6 +244,22 @@ def test_mnist_conv_dropout_is_an_override_that_keeps_the_weights():
             zoo.load("highway_conv16_mnist", dropout=bad)
 
 
+def test_cifar_dropout_is_an_override_of_every_dropout_layer():
+    # The released CIFAR net's 0.2 on the input, after each pool and before the classifier
+    # (spec §3): four layers for three stages; Highway A, reconstructed, has the same.
+    released = zoo.load("highway_a_cifar10")
+    assert _dropout_rates(released) == [0.2] * 4
+    assert _dropout_rates(zoo.load("highway_a_cifar10", dropout=0.0)) == [0.0] * 4
+    rates = [0.1, 0.2, 0.3, 0.4]
+    chosen = zoo.load("highway_a_cifar10", dropout=rates)
+    assert [(layer.name, layer.rate) for layer in chosen.layers
+            if isinstance(layer, keras.layers.Dropout)] == list(zip(
+                ["input_dropout", "stage1_dropout", "stage2_dropout", "head_dropout"], rates))
+    chosen.set_weights(released.get_weights())  # dropout holds no weights
+    with pytest.raises(ValueError, match=r"dropout must be a rate in.*4 of them"):
+        zoo.load("highway_a_cifar10", dropout=[0.1, 0.2, 0.3])
+
+
 def test_shipped_weights_bring_the_settings_they_were_trained_with():
     # As a keras-hub preset's config: the Fashion-MNIST conv weights were trained without
     # dropout (index.json's training_overrides), so they load into a net without dropout,

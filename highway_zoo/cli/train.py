@@ -19,8 +19,9 @@ _OVERRIDE_HELP = {
     "variant": "coupled, full, c_only, t_only, residual or plain (Greff et al. 2017), or a "
                "gated skip: rezero, layerscale, gru_gate, laurel_rw, laurel_lr",
     "classes": "number of classes (a fresh classifier)",
-    "dropout": "MNIST conv nets: every dropout layer's rate, or one per layer (input and "
-               "after stages 1-3: 0.2,0.3,0.4,0.5 as released); language models: one rate",
+    "dropout": "conv nets: every dropout layer's rate, or one per layer (MNIST: input and "
+               "after stages 1-3, 0.2,0.3,0.4,0.5 as released; CIFAR: input, after each "
+               "pool and before the classifier, 0.2 each); language models: one rate",
     "highway_layers": "language models: highway layers after the character CNN",
 }
 

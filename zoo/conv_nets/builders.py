@@ -62,22 +62,25 @@ _CONV_OVERRIDES = (
 
 _MNIST_STAGES = [(2, 3), (3, 3), (3, 2)]  # (highway convs, pool size)
 _MNIST_STEM = 5
-# The released nets' dropout rates: on the input pixels, then after each stage's pool.
+# The released nets' dropout rates: on the input pixels, then after each stage's pool (and,
+# on CIFAR, before the classifier; spec §2-3).
 MNIST_DROPOUT = (0.2, 0.3, 0.4, 0.5)
+CIFAR_DROPOUT = 0.2
 
 
-def _dropout_rates(dropout) -> tuple[float, ...]:
-    """`dropout` as one rate per dropout layer: a number is every layer's rate."""
-    rates = (dropout,) * len(MNIST_DROPOUT) if isinstance(dropout, int | float) else dropout
+def _dropout_rates(dropout, released: tuple[float, ...]) -> tuple[float, ...]:
+    """`dropout` as one rate per dropout layer of a net whose released rates are `released`:
+    a number is every layer's rate."""
+    rates = (dropout,) * len(released) if isinstance(dropout, int | float) else dropout
     try:
         rates = tuple(float(r) for r in rates)
     except (TypeError, ValueError):
         rates = ()
-    if len(rates) != len(MNIST_DROPOUT) or not all(0.0 <= r < 1.0 for r in rates):
+    if len(rates) != len(released) or not all(0.0 <= r < 1.0 for r in rates):
         raise ValueError(
             "dropout must be a rate in [0, 1) for every dropout layer, or "
-            f"{len(MNIST_DROPOUT)} of them (input, after stages 1-3; the released net's are "
-            f"{MNIST_DROPOUT}). Received: dropout={dropout!r}"
+            f"{len(released)} of them (the released net's are {released}). "
+            f"Received: dropout={dropout!r}"
         )
     return rates
 
@@ -133,7 +136,7 @@ def highway_conv_mnist(
     """
     import keras
 
-    input_rate, *stage_rates = _dropout_rates(dropout)
+    input_rate, *stage_rates = _dropout_rates(dropout, MNIST_DROPOUT)
     input_shape = check_input_shape(input_shape, _MNIST_STEM)
     if include_top and tuple(input_shape[:2]) != (28, 28):
         raise ValueError(
@@ -190,7 +193,8 @@ def _cifar_stages(args):
 
 
 @register_family(
-    "highway_cifar", ("stage_widths", "highway_per_stage", "input_shape") + _CONV_OVERRIDES,
+    "highway_cifar",
+    ("stage_widths", "highway_per_stage", "input_shape", "dropout") + _CONV_OVERRIDES,
     features=_cifar_features, stages=_cifar_stages,
 )
 def highway_cifar(
@@ -208,6 +212,7 @@ def highway_cifar(
     classes,
     classifier_stddev=None,
     classifier_activation="softmax",
+    dropout=CIFAR_DROPOUT,
     include_top=True,
     pooling=None,
 ):
@@ -219,7 +224,10 @@ def highway_cifar(
 
     Both heads pool globally, so any input size from 2**(stages - 1) up works. The 1x1
     conv belongs to the body: `include_top=False` returns its output; the global pool, the
-    Dense of the Table 2 head and the classifier are the top.
+    Dense of the Table 2 head and the classifier are the top. `dropout`: the rate of each
+    dropout layer (on the input, after each pool, before the classifier: 0.2 in the released
+    net), or one rate for all; 0 turns dropout off, and every weights file loads whatever
+    the rates.
     """
     import keras
 
@@ -229,13 +237,16 @@ def highway_cifar(
             f"Received: stage_widths={stage_widths!r}, "
             f"highway_per_stage={highway_per_stage!r}"
         )
+    input_rate, *pool_rates, head_rate = _dropout_rates(
+        dropout, (CIFAR_DROPOUT,) * (len(stage_widths) + 1)
+    )
     input_shape = check_input_shape(input_shape, 2 ** (len(stage_widths) - 1))
     inputs, x = image_input(input_shape, preprocessing)
-    x = keras.layers.Dropout(0.2, name="input_dropout")(x)
+    x = keras.layers.Dropout(input_rate, name="input_dropout")(x)
     for s, (width, n) in enumerate(zip(stage_widths, highway_per_stage), start=1):
         if s > 1:
             x = keras.layers.MaxPooling2D(2, 2, name=f"stage{s - 1}_pool")(x)
-            x = keras.layers.Dropout(0.2, name=f"stage{s - 1}_dropout")(x)
+            x = keras.layers.Dropout(pool_rates[s - 2], name=f"stage{s - 1}_dropout")(x)
         x = keras.layers.Conv2D(
             width, 3, padding="same", activation="relu",
             kernel_initializer=_init(CAFFE_XAVIER), name=f"stage{s}_conv",
@@ -260,7 +271,7 @@ def highway_cifar(
         )(x)
     else:
         raise ValueError(f"Unknown head {head!r}; expected 'conv1x1_gap' or 'maxpool_fc'.")
-    x = keras.layers.Dropout(0.2, name="head_dropout")(x)
+    x = keras.layers.Dropout(head_rate, name="head_dropout")(x)
     init = (
         _init(CAFFE_XAVIER)
         if classifier_stddev is None
