@@ -64,6 +64,17 @@ def test_a_study_under_way_says_how_far_each_net_trained():
     assert "1/2 of 300" in text and "99.00 (98.75 ± 0.25)" in text
 
 
+def test_a_run_under_way_is_not_mixed_into_the_finished_seeds():
+    runs = [record("highway_conv16_mnist", 0, [99.0, 99.48]),
+            record("highway_conv16_mnist", 1, [97.9] * 7, finished=False),
+            record("highway_conv16_mnist", 2, [99.0, 99.2])]
+    (row,) = nips_tables.summary(runs, ["highway_conv16_mnist"])
+    assert row["seeds"] == [0, 2] and row["under_way"] == [7]
+    assert row["mean"] == pytest.approx(99.34) and row["std"] == pytest.approx(0.14)
+    text = nips_tables.paper_table([row], "MNIST")
+    assert "| 2 | 300 (1 more at epoch 7) | 99.48 (99.34 ± 0.14) |" in text
+
+
 def test_one_seed_shows_no_spread_and_cifar_from_jpeg_is_named_so():
     rows = nips_tables.summary([record("highway_a_cifar10", 0, [80.0, 85.5], planned=400)],
                                ["highway_a_cifar10"])

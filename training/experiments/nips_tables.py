@@ -83,20 +83,25 @@ def run_record(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 def summary(runs: Sequence[dict[str, Any]], models: Sequence[str]) -> list[dict[str, Any]]:
     """Per model (in `models`' order, those with runs): its runs' final test accuracy as the
-    paper reports it, best and mean ± std over seeds, and the paper's."""
+    paper reports it, best and mean ± std over seeds, and the paper's. Once a seed has
+    finished, only finished seeds count (a run under way is not mixed into their spread; its
+    epoch is listed in `under_way`); before, the runs under way at the epoch each reached."""
     rows = []
     for model in models:
         mine = sorted((r for r in runs if r["model"] == model and r["epochs"]),
                       key=lambda r: r["seed"])
         if not mine:
             continue
-        final = np.array([r["test_accuracy"] for r in mine])
+        finished = [r for r in mine if r["finished"]]
+        counted = finished or mine
+        final = np.array([r["test_accuracy"] for r in counted])
         best, mean, std = PAPER.get(model, (None, None, None))
         rows.append({
             "model": model, "params": zoo.describe(model)["params"],
-            "seeds": [r["seed"] for r in mine], "epochs": [r["epochs"] for r in mine],
+            "seeds": [r["seed"] for r in counted], "epochs": [r["epochs"] for r in counted],
             "epochs_planned": mine[0]["epochs_planned"],
-            "finished": all(r["finished"] for r in mine),
+            "finished": bool(finished),
+            "under_way": [r["epochs"] for r in mine if finished and not r["finished"]],
             "best": float(final.max()), "mean": float(final.mean()), "std": float(final.std()),
             "paper_best": best, "paper_mean": mean, "paper_std": std,
         })
@@ -120,10 +125,11 @@ def _paper(row: dict[str, Any]) -> str:
 def paper_table(rows: Sequence[dict[str, Any]], data_note: str) -> str:
     """The table in the paper's form, with how far each net trained."""
     def epochs(row):
-        done = sorted(set(row["epochs"]))
-        reached = "/".join(map(str, done))
-        return (f"{reached} of {row['epochs_planned']}"
-                if not row["finished"] else str(row["epochs_planned"]))
+        if not row["finished"]:
+            return f"{'/'.join(map(str, sorted(set(row['epochs']))))} of {row['epochs_planned']}"
+        more = row.get("under_way") or []
+        return str(row["epochs_planned"]) + (
+            f" ({len(more)} more at epoch {'/'.join(map(str, more))})" if more else "")
 
     return format_table(
         ["net", "parameters", "seeds", "epochs", f"test accuracy %, {data_note}",
