@@ -127,7 +127,7 @@ def paper_table(rows: Sequence[dict[str, Any]], data_note: str) -> str:
     def epochs(row):
         if not row["finished"]:
             return f"{'/'.join(map(str, sorted(set(row['epochs']))))} of {row['epochs_planned']}"
-        more = row.get("under_way") or []
+        more = row["under_way"]
         return str(row["epochs_planned"]) + (
             f" ({len(more)} more at epoch {'/'.join(map(str, more))})" if more else "")
 
