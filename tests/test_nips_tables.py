@@ -49,8 +49,26 @@ def test_a_tiny_table_1_reports_best_and_mean_over_its_seeds(tiny_mnist, tmp_pat
     assert (out / "accuracy.png").stat().st_size > 0
 
 
+def test_a_study_with_other_dropout_trains_it_and_names_it(tiny_mnist, tmp_path, capsys):
+    out = tmp_path / "study"
+    assert cli.main(["nips-table", "1", "--data-dir", str(tiny_mnist), "--models",
+                     "highway_conv16_mnist", "--seeds", "1", "--epochs", "1", "--dropout", "0",
+                     "--in-process", "--out", str(out)]) == 0
+    run = json.loads((out / "highway_conv16_mnist_seed0" / "run.json").read_text())
+    assert run["overrides"] == {"dropout": 0.0}  # what the run trained with
+    assert json.loads((out / "study.json").read_text())["overrides"] == {"dropout": 0.0}
+    assert "| `highway_conv16_mnist` (dropout 0.0) |" in (out / "table.md").read_text()
+    capsys.readouterr()
+    code = cli.main(["nips-table", "1", "--data-dir", str(tiny_mnist), "--models",
+                     "highway_conv16_mnist", "--dropout", "1", "--out", str(tmp_path / "bad")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "dropout" in lines[0]
+    assert not (tmp_path / "bad").exists()  # refused before any folder
+
+
 def record(model, seed, curve, finished=True, planned=300):
-    return {"model": model, "seed": seed, "finished": finished, "epochs": len(curve),
+    return {"model": model, "overrides": {}, "seed": seed, "finished": finished,
+            "epochs": len(curve),
             "epochs_planned": planned, "test_accuracy": curve[-1],
             "test_accuracy_curve": curve}
 
@@ -132,6 +150,7 @@ def test_a_run_whose_process_fails_says_why_from_its_stderr(tmp_path):
     from training.experiments.study import train_in_child
 
     job = {"model": "highway_conv16_mnist", "seed": 0, "data_dir": str(tmp_path / "no_data"),
-           "recipe": "quick", "epochs": 1, "run_dir": str(tmp_path / "run")}
+           "recipe": "quick", "epochs": 1, "run_dir": str(tmp_path / "run"),
+           "overrides": {}}
     with pytest.raises(RuntimeError, match=r"(?s)failed \(exit status 1\):.*no_data"):
         train_in_child(nips_tables.NipsTableStudy, job)

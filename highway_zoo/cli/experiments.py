@@ -20,6 +20,7 @@ from highway_zoo.cli.args import (
     depth,
     finite,
     positive,
+    rates,
 )
 
 
@@ -310,6 +311,9 @@ def _nips_table_arguments(p) -> None:
     add_epochs(p)
     p.add_argument("--recipe", help="paper (default: each net's released solver), quick or a "
                    "recipe name")
+    p.add_argument("--dropout", type=rates, metavar="RATE[,RATE...]",
+                   help="the nets' dropout rates in place of the registered ones, as train's "
+                   "--dropout (e.g. 0: none); the table names them beside the net")
     add_out(p, "output directory", "runs/nips-table-TIME", resumable=True)
     add_in_process(p)
     p.add_argument("--snapshot", metavar="DEST",
@@ -330,7 +334,7 @@ def nips_table(args) -> None:
         return
 
     nips_table_(args.table, data_dir=args.data_dir, models=args.models, seeds=args.seeds,
-                epochs=args.epochs, recipe=args.recipe, out=args.out,
+                epochs=args.epochs, recipe=args.recipe, dropout=args.dropout, out=args.out,
                 isolate=not args.in_process)
 
 

@@ -3,6 +3,10 @@ the paper's data, several seeds each, reported as the paper reports them, best (
 
     highway-zoo nips-table 1 --data-dir MNIST     # highway_conv16_mnist x 3 seeds, conv32 x 2
     highway-zoo nips-table 2 --data-dir CIFAR10 --models highway_a_cifar10
+    highway-zoo nips-table 2 --data-dir CIFAR10 --models highway_a_cifar10 --dropout 0
+
+`--dropout` replaces the nets' dropout rates (Highway A's are the reconstruction's guess); the
+table then names the rates beside the net, and the study is another study (its own `--out`).
 
 `--data-dir` is what `highway-zoo prepare-images` wrote (or the official files). The test
 accuracy reported is the final epoch's, on the full test split; the best epoch's is recorded
@@ -60,7 +64,7 @@ _COLORS = {name: f"C{i}" for i, name in enumerate(PAPER)}
 
 def run_record(run_dir: str | os.PathLike) -> dict[str, Any]:
     """What a table needs of one `highway-zoo train` run directory, finished or not: its net,
-    seed, epochs done of those planned, the final and best epoch's test accuracy (%), the test
+    its architecture overrides, seed, epochs done of those planned, the final and best epoch's test accuracy (%), the test
     accuracy per epoch and the training speed."""
     from training.run_dir import FINISHED, RunDir
 
@@ -70,7 +74,8 @@ def run_record(run_dir: str | os.PathLike) -> dict[str, Any]:
     finished = run_dir.status == FINISHED
     seconds = run_dir.read_metrics()["train_seconds"] / len(history) if finished else None
     return {
-        "model": run["architecture"], "seed": run["seed"], "finished": finished,
+        "model": run["architecture"], "overrides": run["overrides"], "seed": run["seed"],
+        "finished": finished,
         "epochs": len(history), "epochs_planned": run["recipe"]["epochs"],
         "recipe": run["recipe"]["name"], "dataset": run["dataset"],
         "test_accuracy": curve[-1] if curve else None,
@@ -98,6 +103,7 @@ def summary(runs: Sequence[dict[str, Any]], models: Sequence[str]) -> list[dict[
         best, mean, std = PAPER.get(model, (None, None, None))
         rows.append({
             "model": model, "params": zoo.describe(model)["params"],
+            "overrides": mine[0]["overrides"],
             "seeds": [r["seed"] for r in counted], "epochs": [r["epochs"] for r in counted],
             "epochs_planned": mine[0]["epochs_planned"],
             "finished": bool(finished),
@@ -122,6 +128,12 @@ def _paper(row: dict[str, Any]) -> str:
     return f"{row['paper_best']:.2f}{spread}"
 
 
+def _net(row: dict[str, Any]) -> str:
+    """The net's name, and the overrides it trained with: not the paper's net as registered."""
+    changed = ", ".join(f"{k} {v}" for k, v in sorted(row["overrides"].items()))
+    return f"`{row['model']}`" + (f" ({changed})" if changed else "")
+
+
 def paper_table(rows: Sequence[dict[str, Any]], data_note: str) -> str:
     """The table in the paper's form, with how far each net trained."""
     def epochs(row):
@@ -134,7 +146,7 @@ def paper_table(rows: Sequence[dict[str, Any]], data_note: str) -> str:
     return format_table(
         ["net", "parameters", "seeds", "epochs", f"test accuracy %, {data_note}",
          "paper (best of 5, mean ± std)"],
-        [[f"`{r['model']}`", f"{r['params']:,}", len(r["seeds"]), epochs(r), _ours(r), _paper(r)]
+        [[_net(r), f"{r['params']:,}", len(r["seeds"]), epochs(r), _ours(r), _paper(r)]
          for r in rows],
         ["---", "---:", "---:", "---:", "---:", "---:"]) + "\n"
 
@@ -170,7 +182,7 @@ class NipsTableStudy(Study):
     name, figure_file = "nips-table", "accuracy.png"
 
     def __init__(self, number: int, *, data_dir, models=None, seeds=None, epochs=None,
-                 recipe=None):
+                 recipe=None, dropout=None):
         from training.data import load_dataset
 
         if number not in TABLES:
@@ -184,6 +196,9 @@ class NipsTableStudy(Study):
         if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
             raise ValueError(f"seeds must be a positive count. Received: {seeds!r}")
         self.number, self.models = number, models
+        self.overrides = {} if dropout is None else {"dropout": dropout}
+        for model in models if self.overrides else ():  # a rate the builder refuses: now
+            zoo.load(model, weights=None, **self.overrides)
         self.seeds = {m: seeds or spec["seeds"][m] for m in models}
         self.data_dir = str(Path(data_dir).resolve()) if data_dir else None
         # The data checked (and described) before any folder is claimed.
@@ -194,12 +209,14 @@ class NipsTableStudy(Study):
                                       epochs=epochs) for m in models}
 
     def settings(self) -> dict[str, Any]:
+        # Overrides only when given: a study of the registered nets keeps its settings.
         return {"table": self.number, "seeds": self.seeds, "data": self.data_record,
-                "recipes": self.recipes, "code": code_version()}
+                "recipes": self.recipes, **({"overrides": self.overrides} if self.overrides
+                                            else {}), "code": code_version()}
 
     def jobs(self, out: Path) -> list[dict[str, Any]]:
         print(f"Data: {self.data_record['source']}", flush=True)
-        return [{"model": m, "seed": s, "data_dir": self.data_dir,
+        return [{"model": m, "seed": s, "data_dir": self.data_dir, "overrides": self.overrides,
                  "recipe": self.recipes[m]["name"], "epochs": self.recipes[m]["epochs"],
                  "run_dir": str(out / f"{m}_seed{s}")}
                 for s in range(max(self.seeds.values())) for m in self.models
@@ -215,7 +232,7 @@ class NipsTableStudy(Study):
 
         if RunDir(job["run_dir"]).status != FINISHED:
             train(job["model"], seed=job["seed"], data_dir=job["data_dir"], out=job["run_dir"],
-                  recipe=job["recipe"], epochs=job["epochs"], verbose=2)
+                  recipe=job["recipe"], epochs=job["epochs"], verbose=2, **job["overrides"])
         return run_record(job["run_dir"])
 
     @staticmethod
@@ -280,10 +297,12 @@ def data_note(data: dict[str, Any]) -> str:
 def nips_table(number: int, *, data_dir: str | os.PathLike | None,
                models: Sequence[str] | None = None, seeds: int | None = None,
                epochs: int | None = None, recipe: str | None = None,
+               dropout: float | Sequence[float] | None = None,
                out: str | os.PathLike | None = None, isolate: bool = True) -> dict[str, Any]:
     """Trains Table `number`'s nets (or `models` of them), each over its seeds, on the data at
-    `data_dir`; writes runs, JSON, table and figure. Run again with the same settings, it
+    `data_dir` (with `dropout` in place of their rates if given); writes runs, JSON, table and
+    figure. Run again with the same settings, it
     resumes; started twice at once, the two processes share the runs."""
     study = NipsTableStudy(number, data_dir=data_dir, models=models, seeds=seeds,
-                           epochs=epochs, recipe=recipe)
+                           epochs=epochs, recipe=recipe, dropout=dropout)
     return run_study(study, out, isolate)
