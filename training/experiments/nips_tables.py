@@ -64,8 +64,8 @@ _COLORS = {name: f"C{i}" for i, name in enumerate(PAPER)}
 
 def run_record(run_dir: str | os.PathLike) -> dict[str, Any]:
     """What a table needs of one `highway-zoo train` run directory, finished or not: its net,
-    its architecture overrides, seed, epochs done of those planned, the final and best epoch's test accuracy (%), the test
-    accuracy per epoch and the training speed."""
+    its architecture overrides, seed, epochs done of those planned, the final and best epoch's
+    test accuracy (%), the test accuracy per epoch and the training speed."""
     from training.run_dir import FINISHED, RunDir
 
     run_dir = RunDir(run_dir)
