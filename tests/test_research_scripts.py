@@ -25,6 +25,7 @@ from benchmarks.research import (
     ptb_large_gpu_25epochs_page,
     ptb_small_page,
     ptb_small_pool_padding_page,
+    run_fit,
     token_gates_page,
 )
 
@@ -418,3 +419,51 @@ def test_fig1_gates_reads_t_as_the_paper_defines_it(tmp_path, capsys):
     assert run["step_size"] == pytest.approx(0.04) and run["final_loss"] == 0.5
     assert "1 runs (1 without a checkpoint)" in capsys.readouterr().out
 
+
+
+def test_run_fit_scores_the_net_where_the_run_stands(tmp_path, capsys):
+    """An interrupted run's checkpoint, then the finished run's weights: the test accuracy
+    run_fit measures is the one the run recorded at that epoch (its own evaluation)."""
+    import keras
+    from test_prepared_images import mnist_arrays, write_folder
+
+    from training import train
+    from training.checkpoints import assign_model_weights
+    from training.data import prepare_images
+
+    folder = write_folder(tmp_path / "pngs", mnist_arrays(), [str(d) for d in range(10)])
+    data = tmp_path / "prepared"
+    prepare_images("mnist", folder, data)
+    run_dir = tmp_path / "run"
+
+    class StopAfterFirstEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise KeyboardInterrupt
+
+    args = dict(data_dir=data, out=run_dir, recipe="quick", epochs=3, dropout=0.5, verbose=0)
+    with pytest.raises(KeyboardInterrupt):
+        train("highway_conv16_mnist", callbacks=[StopAfterFirstEpoch()], **args)
+    history = json.loads((run_dir / "history.json").read_text())
+    result = run_fit.run_fit(run_dir, data, examples=20)
+    assert result["weights"].startswith("ckpt-") and result["overrides"] == {"dropout": 0.5}
+    at_checkpoint = history[result["epoch"] - 1]
+    assert result["test"]["accuracy"] == round(100 * at_checkpoint["val_accuracy"], 2)
+    # no weight decay in the quick recipe: the run's val_loss is the cross-entropy alone
+    assert result["test"]["cross_entropy"] == pytest.approx(at_checkpoint["val_loss"], abs=2e-4)
+    assert result["train"]["examples"] == 20
+    checkpoint = run_dir / "checkpoint" / result["weights"]
+    with pytest.raises(ValueError, match="there, float32"):  # another net's: refused
+        assign_model_weights(zoo.load("highway_conv32_mnist"), checkpoint)
+
+    train("highway_conv16_mnist", **args)  # resumes to the end
+    capsys.readouterr()
+    out = tmp_path / "fit.json"
+    run_fit.main([str(run_dir), "--data-dir", str(data), "--out", str(out)])
+    result = json.loads(out.read_text())
+    final = json.loads((run_dir / "history.json").read_text())[-1]
+    assert result["epoch"] == 3 and result["weights"] == "model.weights.h5"
+    assert result["test"]["accuracy"] == round(100 * final["val_accuracy"], 2)
+    assert result["test"]["cross_entropy"] == pytest.approx(final["val_loss"], abs=2e-4)
+    assert abs(final["val_loss"] - at_checkpoint["val_loss"]) > 1e-3  # the epochs differ
+    assert result["train"]["examples"] == 30  # all there are
+    assert json.loads(capsys.readouterr().out) == result

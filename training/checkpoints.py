@@ -166,9 +166,25 @@ def _assign_state(model: keras.Model, path: Path) -> None:
     it has checked that they fit: as many, each of the same shape and kind (floating point
     or integer). (By order, as Keras loads weights: Keras numbers the names of unnamed
     objects, random-seed generators and optimizers among them, per process.)"""
-    variables, names = _state(model)
+    _assign(*_state(model), path, whole=True)
+
+
+def assign_model_weights(model: keras.Model, path: str | Path) -> None:
+    """Assigns the model's variables (not the optimizer's) from the checkpoint at `path`:
+    a model built as the run's, not compiled, then computes what the run's net computed when
+    the checkpoint was taken. Refuses one whose model variables do not fit (ValueError)."""
+    variables = model.variables
+    _assign(variables, [v.path for v in variables], Path(path), whole=False)
+
+
+def _assign(variables: list[Any], names: list[str], path: Path, whole: bool) -> None:
+    """The checkpoint's arrays to `variables` in order: all it holds (`whole`), or only the
+    model's, which come before the optimizer's."""
     with np.load(path, allow_pickle=False) as archive:
-        arrays = [archive[str(i)] for i in range(len(archive["names"]))]
+        stored = [str(name) for name in archive["names"]]
+        arrays = [archive[str(i)] for i in range(len(stored))]
+    if not whole:
+        arrays = [a for a, name in zip(arrays, stored) if not name.startswith("optimizer/")]
     if len(arrays) != len(variables):
         raise ValueError(f"it holds {len(arrays)} variables, this model has {len(variables)}")
     for name, array, variable in zip(names, arrays, variables):
