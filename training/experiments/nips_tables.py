@@ -197,8 +197,9 @@ class NipsTableStudy(Study):
             raise ValueError(f"seeds must be a positive count. Received: {seeds!r}")
         self.number, self.models = number, models
         self.overrides = {} if dropout is None else {"dropout": dropout}
-        for model in models if self.overrides else ():  # a rate the builder refuses: now
-            zoo.load(model, weights=None, **self.overrides)
+        if self.overrides:  # a rate the builder refuses is refused now, before any folder
+            for model in models:
+                zoo.load(model, weights=None, **self.overrides)
         self.seeds = {m: seeds or spec["seeds"][m] for m in models}
         self.data_dir = str(Path(data_dir).resolve()) if data_dir else None
         # The data checked (and described) before any folder is claimed.
