@@ -467,3 +467,7 @@ def test_run_fit_scores_the_net_where_the_run_stands(tmp_path, capsys):
     assert abs(final["val_loss"] - at_checkpoint["val_loss"]) > 1e-3  # the epochs differ
     assert result["train"]["examples"] == 30  # all there are
     assert json.loads(capsys.readouterr().out) == result
+    with pytest.raises(SystemExit) as exit_:  # not a run directory: one line, status 2
+        run_fit.main([str(tmp_path / "nothing"), "--data-dir", str(data)])
+    assert exit_.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -45,7 +45,8 @@ def run_fit(run_dir: str | Path, data_dir: str | Path | None, examples: int) -> 
     else:
         checkpoint = Checkpoints(run_dir.path / "checkpoint", run["steps_per_epoch"]).latest()
         if checkpoint is None:
-            raise SystemExit(f"{run_dir.path} has no checkpoint yet: no epoch has ended.")
+            raise ValueError(f"{run_dir.path} has no checkpoint yet: no epoch has ended; "
+                             "run it again once one has.")
         assign_model_weights(model, run_dir.path / "checkpoint" / checkpoint["file"])
         where = {"epoch": checkpoint["epoch"], "weights": checkpoint["file"]}
     data = load_dataset(run["dataset"]["name"], data_dir, fallback=False)
@@ -67,7 +68,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="training images to classify (default 10000)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    result = run_fit(args.run_dir, args.data_dir, args.examples)
+    try:
+        result = run_fit(args.run_dir, args.data_dir, args.examples)
+    except (OSError, ValueError) as err:  # no run there, no checkpoint, other data: one line
+        parser.exit(2, f"run_fit: {' '.join(str(err).split())}\n")
     text = json.dumps(result, indent=1) + "\n"
     print(text, end="")
     if args.out:
