@@ -282,7 +282,8 @@ def test_lm_states_page_tables_and_draws_every_run(corpus, tmp_path):
                         "--out", str(page / f"residual_{states}_seed0.json")])
     lm_states_page.main(["--results", str(tmp_path)])
     rows = (page / "table.md").read_text().splitlines()[2:]
-    assert [r.split(" | ")[1] for r in rows] == ["carried", "reset"]
+    assert [r.split(" | ")[:2] for r in rows] == [["| residual (2 layers)", "carried"],
+                                                  ["| residual (2 layers)", "reset"]]
     for row, states in zip(rows, ("carried", "reset")):
         result = json.loads((page / f"residual_{states}_seed0.json").read_text())
         assert row.endswith(f"| {result['validation_perplexity']:.1f} |")
