@@ -276,17 +276,24 @@ def test_lm_states_page_tables_and_draws_every_run(corpus, tmp_path):
     with pytest.raises(SystemExit, match="No lm_states results"):
         page.mkdir(parents=True)
         lm_states_page.main(["--results", str(tmp_path)])
-    for states in ("carried", "reset"):
-        lm_states.main([str(corpus), "--states", states, "--model", SMALL, "--highway-layers",
-                        "2", "--recipe", "quick", "--steps", "2", "--every", "1",
-                        "--out", str(page / f"residual_{states}_seed0.json")])
+    runs = {"plain_one_layer_carried_seed0.json": ("plain", "1", "carried"),
+            "residual_carried_seed0.json": ("residual", "2", "carried"),
+            "residual_reset_seed0.json": ("residual", "2", "reset")}
+    for name, (variant, layers, states) in runs.items():
+        lm_states.main([str(corpus), "--states", states, "--model", SMALL, "--variant", variant,
+                        "--highway-layers", layers, "--recipe", "quick", "--steps", "2",
+                        "--every", "1", "--out", str(page / name)])
     lm_states_page.main(["--results", str(tmp_path)])
-    rows = (page / "table.md").read_text().splitlines()[2:]
-    assert [r.split(" | ")[:2] for r in rows] == [["| residual (2 layers)", "carried"],
-                                                  ["| residual (2 layers)", "reset"]]
-    for row, states in zip(rows, ("carried", "reset")):
-        result = json.loads((page / f"residual_{states}_seed0.json").read_text())
-        assert row.endswith(f"| {result['validation_perplexity']:.1f} |")
+    rows = [r.strip("| ").split(" | ")
+            for r in (page / "table.md").read_text().splitlines()[2:]]
+    assert [r[:2] for r in rows] == [["plain (1 layer)", "carried"],
+                                     ["residual (2 layers)", "carried"],
+                                     ["residual (2 layers)", "reset"]]
+    for row, name in zip(rows, runs):  # the files in name order, as the page reads them
+        result = json.loads((page / name).read_text())
+        last = result["readings"][-1]
+        assert row[6] == f"{last['embedder_rms']:.2g}"
+        assert row[-1] == f"{result['validation_perplexity']:.1f}"
     assert (page / "states.png").stat().st_size > 0
 
 
