@@ -54,6 +54,9 @@ def test_usage_errors_are_one_line(capsys):
                     "argument --dropout: expected a number. Received: 'x'")
     _one_line_error(capsys, ["train", "highway_conv16_mnist", "--dropout", "0.5,1"],
                     "dropout must be a rate in [0, 1) for every dropout layer")
+    for command in (["train", FC], ["nips-table", "1"]):
+        _one_line_error(capsys, [*command, "--dtype", "bf16"], "argument --dtype: expected one "
+                        "of float32, mixed_bfloat16, mixed_float16. Received: 'bf16'")
     _one_line_error(capsys, ["sweep", "--depths", "ten"],
                     "argument --depths: expected an integer. Received: 'ten' (a list: a,b,c)")
     _one_line_error(capsys, ["tune", FC, "--transform-bias-range", "1"],

@@ -1,5 +1,8 @@
 """Mixed precision (`keras.mixed_precision.set_dtype_policy`): every layer, the stack's fast path
-included, and a zoo model of every family train a step and predict float32 probabilities."""
+included, and a zoo model of every family train a step and predict float32 probabilities;
+`zoo.load(name, dtype=...)` and a run's `--dtype` set it for one model."""
+
+import json
 
 import keras
 import numpy as np
@@ -103,3 +106,63 @@ def test_a_zoo_model_of_every_family_trains_and_predicts_under_mixed_precision(
         assert model.get_layer(layer).compute_dtype == "float32"
     _train_one_step(model, x, rng.integers(0, classes, 8))
     _assert_probabilities(model.predict(x, verbose=0), 8, classes)
+
+
+def test_load_with_dtype_builds_the_model_under_that_policy_and_leaves_the_global_one():
+    """`zoo.load(name, dtype=...)`, keras-hub's argument: the body computes in bfloat16, the
+    output layers and every variable stay float32, the global policy is untouched, the model's
+    config and preset bring the policy back, and its weights give a float32 twin the same
+    probabilities within bfloat16's rounding."""
+    from layers import HighwayDense
+
+    keras.utils.set_random_seed(0)
+    model = zoo.load("highway_fc10_mnist", depth=4, dtype="mixed_bfloat16")
+    assert keras.config.dtype_policy().name == "float32"
+    highway = [layer for layer in model.layers if isinstance(layer, HighwayDense)]
+    assert highway and all(layer.compute_dtype == "bfloat16" for layer in highway)
+    assert model.get_layer("predictions").compute_dtype == "float32"
+    assert {v.dtype for v in model.weights} == {"float32"}
+
+    x = np.random.default_rng(0).uniform(0, 255, (16, 28, 28, 1)).astype("float32")
+    twin = zoo.load("highway_fc10_mnist", depth=4)
+    twin.set_weights(model.get_weights())
+    p, q = model.predict(x, verbose=0), twin.predict(x, verbose=0)
+    _assert_probabilities(p, 16, 10)
+    assert 0 < np.abs(p - q).max() < 0.05  # bfloat16 keeps 8 bits of mantissa
+
+    rebuilt = type(model).from_config(model.get_config())
+    assert rebuilt.get_layer(highway[0].name).compute_dtype == "bfloat16"
+
+
+def test_a_bad_dtype_is_refused_in_one_line():
+    for bad in ("bf16", "int8_from_float32"):
+        with pytest.raises(ValueError, match=r"dtype must name a Keras dtype policy.*"
+                           rf"Received: dtype='{bad}'"):
+            zoo.load("highway_fc10_mnist", depth=3, dtype=bad)
+    assert keras.config.dtype_policy().name == "float32"
+
+
+def test_a_run_trains_in_mixed_bfloat16_and_its_directory_reloads_either_way(tmp_path):
+    """`train(..., dtype="mixed_bfloat16")` (`highway-zoo train --dtype`): the run learns,
+    records the policy with its overrides, and its directory loads as it trained or, asked,
+    as float32 from the same float32 weights."""
+    from test_training import separable_digits
+
+    from training.trainer import train
+
+    run_dir = tmp_path / "run"
+    metrics = train("highway_fc10_mnist", dataset=separable_digits(), depth=4, epochs=3,
+                    out=run_dir, seed=3, verbose=0, dtype="mixed_bfloat16")
+    assert metrics["test_accuracy"] > 0.8
+    assert keras.config.dtype_policy().name == "float32"
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["overrides"] == {"depth": 4, "dtype": "mixed_bfloat16"}
+    as_trained = zoo.load(str(run_dir))
+    as_float32 = zoo.load(str(run_dir), dtype="float32")
+    assert as_trained.get_layer("predictions").compute_dtype == "float32"
+    assert {layer.compute_dtype for layer in as_trained.layers if layer.weights} \
+        == {"bfloat16", "float32"}
+    assert {layer.compute_dtype for layer in as_float32.layers if layer.weights} == {"float32"}
+    for a, b in zip(as_trained.get_weights(), as_float32.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+

@@ -49,15 +49,18 @@ def test_a_tiny_table_1_reports_best_and_mean_over_its_seeds(tiny_mnist, tmp_pat
     assert (out / "accuracy.png").stat().st_size > 0
 
 
-def test_a_study_with_other_dropout_trains_it_and_names_it(tiny_mnist, tmp_path, capsys):
+def test_a_study_with_other_dropout_and_dtype_trains_them_and_names_them(tiny_mnist, tmp_path,
+                                                                          capsys):
     out = tmp_path / "study"
     assert cli.main(["nips-table", "1", "--data-dir", str(tiny_mnist), "--models",
                      "highway_conv16_mnist", "--seeds", "1", "--epochs", "1", "--dropout", "0",
-                     "--in-process", "--out", str(out)]) == 0
+                     "--dtype", "mixed_bfloat16", "--in-process", "--out", str(out)]) == 0
+    changed = {"dropout": 0.0, "dtype": "mixed_bfloat16"}
     run = json.loads((out / "highway_conv16_mnist_seed0" / "run.json").read_text())
-    assert run["overrides"] == {"dropout": 0.0}  # what the run trained with
-    assert json.loads((out / "study.json").read_text())["overrides"] == {"dropout": 0.0}
-    assert "| `highway_conv16_mnist` (dropout 0.0) |" in (out / "table.md").read_text()
+    assert run["overrides"] == changed  # what the run trained with
+    assert json.loads((out / "study.json").read_text())["overrides"] == changed
+    assert ("| `highway_conv16_mnist` (dropout 0.0, dtype mixed_bfloat16) |"
+            in (out / "table.md").read_text())
     capsys.readouterr()
     code = cli.main(["nips-table", "1", "--data-dir", str(tiny_mnist), "--models",
                      "highway_conv16_mnist", "--dropout", "1", "--out", str(tmp_path / "bad")])

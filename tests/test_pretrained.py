@@ -177,7 +177,8 @@ def test_loading_shipped_weights_prints_no_download(capfd):
 def test_a_finished_image_run_ships_into_its_familys_presets(tmp_path, monkeypatch, capsys):
     """`pretrain --run NAME RUN_DIR` (how a NIPS 2015 Table 1 run ships): the run's final
     weights copied into the family's weights/ folder (of the test's), recorded in its preset
-    with the run's numbers, loaded by `weights="default"`; a run of another net, one not
+    with the run's numbers (its dtype policy apart from the overrides `weights="default"`
+    applies), loaded by `weights="default"`; a run of another net, one not
     finished and a language model's options are refused in one line, nothing written."""
     import numpy as np
 
@@ -195,7 +196,8 @@ def test_a_finished_image_run_ships_into_its_familys_presets(tmp_path, monkeypat
     data = Dataset(name="mnist", train=examples(256, 0), test=examples(64, 1), num_classes=10,
                    image_shape=(28, 28, 1), num_train=256, num_test=64, source="random pixels")
     run = tmp_path / "run"
-    train(name, dataset=data, epochs=2, out=run, depth=3, stacked=True, seed=3, verbose=0)
+    train(name, dataset=data, epochs=2, out=run, depth=3, stacked=True, seed=3, verbose=0,
+          dtype="mixed_bfloat16")
     family = tmp_path / "fc_nets"
     (family / "weights").mkdir(parents=True)
     shutil.copyfile(registry.preset_file(name), family / "presets.json")
@@ -224,9 +226,14 @@ def test_a_finished_image_run_ships_into_its_familys_presets(tmp_path, monkeypat
         assert entry["test_accuracy"] == round(metrics["test_accuracy"], 4)
         assert entry["epochs"] == 2 and len(entry["test_accuracy_per_epoch"]) == 2
         assert entry["seed"] == 3 and entry["dataset"]["source"] == "random pixels"
-        assert entry["command"] == f"highway-zoo train {name} --depth 3 --stacked --seed 3"
+        assert entry["command"] == (f"highway-zoo train {name} --depth 3 --stacked --dtype "
+                                    "mixed_bfloat16 --seed 3")
+        # The policy is recorded, not applied: the shipped weights load as float32.
+        assert entry["training_overrides"] == {"depth": 3, "stacked": True}
+        assert entry["dtype"] == "mixed_bfloat16"
         assert f"{name}: test accuracy {entry['test_accuracy']:.4f}" in capsys.readouterr().out
-        shipped = zoo.load(name, weights="default", depth=3, stacked=True)
+        shipped = zoo.load(name, weights="default")
+        assert shipped.get_layer("highway_stack").compute_dtype == "float32"
         for a, b in zip(shipped.get_weights(), zoo.load(str(run)).get_weights(), strict=True):
             np.testing.assert_array_equal(a, b)
     finally:

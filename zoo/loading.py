@@ -39,7 +39,7 @@ from zoo.weights import read_model_dir, verify
 
 # Overrides that shape only the top or the form, never a body weight: a bare weights file is
 # read as the architecture with the user's other overrides.
-_NOT_BODY = (*registry.TOP_OVERRIDES, "stacked", "input_shape")
+_NOT_BODY = (*registry.TOP_OVERRIDES, *registry.COMPUTE_OVERRIDES, "stacked", "input_shape")
 _STACK = "highway_stack"
 _PER_LAYER = re.compile(r"highway_(\d+)")
 _LSTM = re.compile(r"lstm_\d+")  # zoo/char_lm/builders.py's layer names
@@ -94,7 +94,9 @@ def load(
         **overrides: builder arguments the family allows (`describe(name)["overridable"]`):
             `depth`, `width`, `transform_bias`, `variant`, `stacked`, `input_shape`, ...,
             and for every family `include_top`, `pooling`, `classes`,
-            `classifier_activation` as in keras.applications. `classes=N` or
+            `classifier_activation` as in keras.applications, and `dtype`, the Keras dtype
+            policy every layer computes in, as keras-hub's (`"mixed_bfloat16"`: bfloat16
+            arithmetic on float32 variables; the weights files are the same). `classes=N` or
             `include_top=False` with weights loads every body weight and starts the
             classifier afresh (fine-tuning). With `include_top=False`, `feature_stages="all"`
             or a list of stage names (`describe(name)["feature_stages"]`) returns one

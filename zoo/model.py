@@ -34,6 +34,30 @@ def recursion_headroom(depth: int) -> Iterator[None]:
         sys.setrecursionlimit(old)
 
 
+@contextlib.contextmanager
+def dtype_policy(architecture: str, name: str | None) -> Iterator[None]:
+    """Every layer made inside computes and keeps its variables as Keras dtype policy `name`
+    says (e.g. "mixed_bfloat16": bfloat16 arithmetic, float32 variables); None: the global
+    policy. The global policy is as before afterwards."""
+    if name is None:
+        yield
+        return
+    try:
+        policy = keras.dtype_policies.get(name)
+    except (ValueError, TypeError):
+        policy = None
+    if policy is None or policy.quantization_mode is not None:
+        raise ValueError(
+            f"{architecture}: dtype must name a Keras dtype policy such as float32, "
+            f"mixed_bfloat16 or mixed_float16 (int8: zoo.quantize). Received: dtype={name!r}")
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
 def _stage_outputs(inputs, body, stages: list[dict[str, Any]]) -> dict[str, Any]:
     """{stage name: its layer's output} in the graph from `inputs` to `body`. The model made
     of them holds the layers up to the deepest stage only (Keras keeps what the outputs
@@ -70,10 +94,12 @@ class HighwayZooModel(keras.Model):
         arch = registry.get(architecture)
         args = arch.resolve(overrides)
         kwargs.setdefault("name", architecture)
-        # feature_stages is the model's business, not the builder's: it picks tensors out of
-        # the body the builder makes with include_top=False.
+        # feature_stages and dtype are the model's business, not the builder's: the first
+        # picks tensors out of the body the builder makes with include_top=False, the second
+        # is the policy every layer is made under.
         args.pop("feature_stages", None)
-        with recursion_headroom(args.get("depth", 0)):
+        dtype = args.pop("dtype", None)
+        with recursion_headroom(args.get("depth", 0)), dtype_policy(architecture, dtype):
             inputs, outputs = arch.family.builder(**args)
             stages = arch.feature_stages(overrides)
             if stages is not None:

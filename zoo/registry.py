@@ -45,6 +45,9 @@ PROVENANCE = {
 # takes: `include_top=False` returns the body's features, optionally `pooling`-ed, or with
 # `feature_stages` one feature map per stage.
 TOP_OVERRIDES = ("include_top", "pooling", "classes", "classifier_activation", "feature_stages")
+# Overrides about how the network computes, not what it is (no weight changes with them), which
+# every family takes: `dtype`, a Keras dtype policy, as keras-hub's models take it.
+COMPUTE_OVERRIDES = ("dtype",)
 POOLINGS = (None, "avg", "max")
 
 
@@ -212,14 +215,15 @@ PRESET_KEYS = ("builder", "args", "metadata", "weights", "weights_pending")
 def register_family(name: str, overridable: tuple[str, ...], features, stages=None):
     """Decorator: registers a builder ``f(**args) -> (inputs, outputs)``.
 
-    Every family also takes `TOP_OVERRIDES` (`feature_stages` where it has `stages`);
+    Every family also takes `TOP_OVERRIDES` (`feature_stages` where it has `stages`) and
+    `COMPUTE_OVERRIDES`;
     `features(args)` describes its body's output, `stages(args)` its feature stages (see
     `Family`).
     """
 
     def decorator(builder):
         top = [k for k in TOP_OVERRIDES if stages is not None or k != "feature_stages"]
-        allowed = tuple(dict.fromkeys((*overridable, *top)))
+        allowed = tuple(dict.fromkeys((*overridable, *top, *COMPUTE_OVERRIDES)))
         _FAMILIES[name] = Family(name, builder, allowed, features, stages)
         return builder
 

@@ -47,6 +47,19 @@ def positive(text: str) -> int:
     return value
 
 
+# The Keras dtype policies a run can train in (`zoo.load(name, dtype=...)` takes any).
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def dtype_policy(text: str) -> str | None:
+    """A Keras dtype policy of `DTYPE_POLICIES`; None for float32, the default, so that a run
+    started without the flag resumes with it."""
+    if text not in DTYPE_POLICIES:
+        raise argparse.ArgumentTypeError(
+            f"expected one of {', '.join(DTYPE_POLICIES)}. Received: {text!r}")
+    return None if text == "float32" else text
+
+
 def depth(text: str) -> int:
     """A network depth: an integer >= 2."""
     value = positive(text)

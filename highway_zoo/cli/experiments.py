@@ -18,6 +18,7 @@ from highway_zoo.cli.args import (
     add_seeds,
     add_subset,
     depth,
+    dtype_policy,
     finite,
     positive,
     rates,
@@ -314,6 +315,9 @@ def _nips_table_arguments(p) -> None:
     p.add_argument("--dropout", type=rates, metavar="RATE[,RATE...]",
                    help="the nets' dropout rates in place of the registered ones, as train's "
                    "--dropout (e.g. 0: none); the table names them beside the net")
+    p.add_argument("--dtype", type=dtype_policy, metavar="POLICY",
+                   help="the Keras dtype policy the nets compute in, as train's --dtype "
+                   "(mixed_bfloat16, mixed_float16; default float32); the table names it")
     add_out(p, "output directory", "runs/nips-table-TIME", resumable=True)
     add_in_process(p)
     p.add_argument("--snapshot", metavar="DEST",
@@ -334,8 +338,8 @@ def nips_table(args) -> None:
         return
 
     nips_table_(args.table, data_dir=args.data_dir, models=args.models, seeds=args.seeds,
-                epochs=args.epochs, recipe=args.recipe, dropout=args.dropout, out=args.out,
-                isolate=not args.in_process)
+                epochs=args.epochs, recipe=args.recipe, dropout=args.dropout,
+                dtype=args.dtype, out=args.out, isolate=not args.in_process)
 
 
 COMMANDS = {

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import json
 
-from highway_zoo.cli.args import add_data_dir, add_dataset, add_seed, finite, positive, rates
+from highway_zoo.cli.args import (
+    add_data_dir,
+    add_dataset,
+    add_seed,
+    dtype_policy,
+    finite,
+    positive,
+    rates,
+)
 
 # Flags that become architecture overrides (dest -> type).
 OVERRIDE_FLAGS = {"depth": positive, "width": positive, "transform_bias": finite,
                   "activation": str, "variant": str, "classes": positive, "dropout": rates,
-                  "highway_layers": positive}
+                  "highway_layers": positive, "dtype": dtype_policy}
 _OVERRIDE_HELP = {
     "depth": "FC nets: layers in all, the stem counted (depth N: a stem layer and N-1 "
              "highway layers, as the papers count)",
@@ -23,6 +31,9 @@ _OVERRIDE_HELP = {
                "after stages 1-3, 0.2,0.3,0.4,0.5 as released; CIFAR: input, after each "
                "pool and before the classifier, 0.2 each); language models: one rate",
     "highway_layers": "language models: highway layers after the character CNN",
+    "dtype": "the Keras dtype policy the net computes in: float32 (default), mixed_bfloat16 "
+             "(bfloat16 arithmetic on float32 variables) or mixed_float16 (GPUs; Keras scales "
+             "the loss)",
 }
 
 

@@ -5,8 +5,9 @@ the paper's data, several seeds each, reported as the paper reports them, best (
     highway-zoo nips-table 2 --data-dir CIFAR10 --models highway_a_cifar10
     highway-zoo nips-table 2 --data-dir CIFAR10 --models highway_a_cifar10 --dropout 0
 
-`--dropout` replaces the nets' dropout rates (Highway A's are the reconstruction's guess); the
-table then names the rates beside the net, and the study is another study (its own `--out`).
+`--dropout` replaces the nets' dropout rates (Highway A's are the reconstruction's guess) and
+`--dtype` the float32 arithmetic (`mixed_bfloat16`); the table then names them beside the net,
+and the study is another study (its own `--out`).
 
 `--data-dir` is what `highway-zoo prepare-images` wrote (or the official files). The test
 accuracy reported is the final epoch's, on the full test split; the best epoch's is recorded
@@ -182,7 +183,7 @@ class NipsTableStudy(Study):
     name, figure_file = "nips-table", "accuracy.png"
 
     def __init__(self, number: int, *, data_dir, models=None, seeds=None, epochs=None,
-                 recipe=None, dropout=None):
+                 recipe=None, dropout=None, dtype=None):
         from training.data import load_dataset
 
         if number not in TABLES:
@@ -196,7 +197,8 @@ class NipsTableStudy(Study):
         if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
             raise ValueError(f"seeds must be a positive count. Received: {seeds!r}")
         self.number, self.models = number, models
-        self.overrides = {} if dropout is None else {"dropout": dropout}
+        self.overrides = {k: v for k, v in (("dropout", dropout), ("dtype", dtype))
+                          if v is not None}
         if self.overrides:  # a rate the builder refuses is refused now, before any folder
             for model in models:
                 zoo.load(model, weights=None, **self.overrides)
@@ -298,12 +300,12 @@ def data_note(data: dict[str, Any]) -> str:
 def nips_table(number: int, *, data_dir: str | os.PathLike | None,
                models: Sequence[str] | None = None, seeds: int | None = None,
                epochs: int | None = None, recipe: str | None = None,
-               dropout: float | Sequence[float] | None = None,
+               dropout: float | Sequence[float] | None = None, dtype: str | None = None,
                out: str | os.PathLike | None = None, isolate: bool = True) -> dict[str, Any]:
     """Trains Table `number`'s nets (or `models` of them), each over its seeds, on the data at
-    `data_dir` (with `dropout` in place of their rates if given); writes runs, JSON, table and
-    figure. Run again with the same settings, it
+    `data_dir` (with `dropout` in place of their rates and `dtype`'s Keras dtype policy if
+    given); writes runs, JSON, table and figure. Run again with the same settings, it
     resumes; started twice at once, the two processes share the runs."""
     study = NipsTableStudy(number, data_dir=data_dir, models=models, seeds=seeds,
-                           epochs=epochs, recipe=recipe, dropout=dropout)
+                           epochs=epochs, recipe=recipe, dropout=dropout, dtype=dtype)
     return run_study(study, out, isolate)

@@ -95,6 +95,15 @@ def _image_command(name: str, run: dict) -> str:
     return f"highway-zoo train {name}{flags} --seed {run['seed']}{data}"
 
 
+def _trained_with(overrides: dict[str, Any]) -> dict[str, Any]:
+    """A run's overrides as its preset records them: `training_overrides`, which `zoo.load(name,
+    weights="default")` applies, and apart from them `dtype`, the policy the run computed in,
+    which it does not (the variables are float32 either way: the user picks the policy)."""
+    compute = {k: v for k, v in overrides.items() if k in registry.COMPUTE_OVERRIDES}
+    return {"training_overrides": {k: v for k, v in overrides.items() if k not in compute},
+            **compute}
+
+
 def image_record(name: str, run_dir: RunDir, trained_on: str | None = None) -> dict:
     """The preset's record of a finished image run of `name`, its final weights copied into
     the family's `weights/` folder."""
@@ -114,7 +123,7 @@ def image_record(name: str, run_dir: RunDir, trained_on: str | None = None) -> d
         "test_accuracy_per_epoch": [round(h["val_accuracy"], 4) for h in history],
         "train_seconds": metrics["train_seconds"],
         "recipe": run["recipe"],
-        "training_overrides": run["overrides"],
+        **_trained_with(run["overrides"]),
         "seed": run["seed"],
         "command": _image_command(name, run),
         "machine": trained_on or f"{platform.machine()} CPU, {platform.system()}",
@@ -163,6 +172,8 @@ def _train_command(name: str, record: dict) -> str:
                     for k in ("variant", "highway_layers") if k in overrides)
     if overrides.get("pool_padding"):
         flags += " --pool-padding"
+    if "dtype" in overrides:
+        flags += f" --dtype {overrides['dtype']}"
     if record["recipe"]["name"] != zoo.describe(name)["recipe"]:
         flags += f" --recipe {record['recipe']['name']}"
     return (f"highway-zoo train {name} --corpus PTB_DIR{flags} --seed {record['seed']}  "
@@ -285,7 +296,7 @@ def ship_language_model(name: str, run_dir: RunDir, *, float16: bool = False,
         "train_seconds": metrics["train_seconds"],
         "tokens_per_second": round(metrics["tokens_per_second"]),
         "recipe": record["recipe"],
-        "training_overrides": record["overrides"],
+        **_trained_with(record["overrides"]),
         "seed": record["seed"],
         "command": _train_command(name, record),
         "reference": {"sentence": REFERENCE_SENTENCE,
