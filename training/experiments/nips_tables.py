@@ -199,7 +199,7 @@ class NipsTableStudy(Study):
         self.number, self.models = number, models
         self.overrides = {k: v for k, v in (("dropout", dropout), ("dtype", dtype))
                           if v is not None}
-        if self.overrides:  # a rate the builder refuses is refused now, before any folder
+        if self.overrides:  # what the builder refuses is refused now, before any folder
             for model in models:
                 zoo.load(model, weights=None, **self.overrides)
         self.seeds = {m: seeds or spec["seeds"][m] for m in models}
