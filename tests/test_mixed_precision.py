@@ -166,3 +166,23 @@ def test_a_run_trains_in_mixed_bfloat16_and_its_directory_reloads_either_way(tmp
     for a, b in zip(as_trained.get_weights(), as_float32.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
 
+
+
+@pytest.mark.parametrize("dtype", POLICIES)
+def test_gates_of_a_mixed_precision_net_come_out_float32(dtype):
+    """`GateProbe(..., numpy=True)`, which the gate summaries and analyses read: float32 T
+    under a mixed policy, as the float32 twin's within the policy's rounding. In float16 the
+    std of 64 images' stage-1 T (800K values) overflowed to inf in gates.json."""
+    from zoo.analysis.gates import GateProbe
+
+    keras.utils.set_random_seed(0)
+    model = zoo.load("highway_conv16_mnist", dtype=dtype)
+    twin = zoo.load("highway_conv16_mnist")
+    twin.set_weights(model.get_weights())
+    x = np.random.default_rng(0).uniform(0, 255, (64, 28, 28, 1)).astype("float32")
+    gates, reference = GateProbe(model).gates(x, numpy=True), GateProbe(twin).gates(x, numpy=True)
+    assert gates.keys() == reference.keys()
+    for name, t in gates.items():
+        assert t.dtype == np.float32 and np.isfinite(np.std(t)), name
+        np.testing.assert_allclose(t, reference[name], atol=0.05)
+        assert np.std(t) == pytest.approx(np.std(reference[name]), rel=0.05)

@@ -274,7 +274,8 @@ class GateProbe:
     `transform_gates` (one loop each over the stack, whatever its depth), so a stacked net gives
     what the per-layer net with the same weights gives. Tensors are the backend's (usable
     inside a traced function, e.g. an exported signature); `numpy=True` returns NumPy arrays,
-    converting each stack's `(depth, ...)` tensors once.
+    converting each stack's `(depth, ...)` tensors once, float32 under a mixed-precision policy
+    (a float16 sum of squares overflows: a std of T came out infinite).
     """
 
     def __init__(self, model: keras.Model, layers: list | None = None):
@@ -324,7 +325,7 @@ class GateProbe:
 
             self._compiled[what] = variables, jax.jit(run)
         variables, run = self._compiled[what]
-        out = jax.tree_util.tree_map(np.asarray, run([v.value for v in variables], x))
+        out = jax.tree_util.tree_map(_to_numpy, run([v.value for v in variables], x))
         if what != "first":
             return self._per_layer(out, with_io=what == "io")
         gates, first = out
@@ -392,7 +393,7 @@ class GateProbe:
     def _trace(self, x, with_io: bool, numpy: bool) -> dict[str, Any]:
         values = self._source_values(x, with_io)
         if numpy:  # a stack's (depth, ...) tensors converted once each
-            values = keras.tree.map_structure(keras.ops.convert_to_numpy, values)
+            values = keras.tree.map_structure(_to_numpy, values)
         return self._per_layer(values, with_io)
 
     def __call__(self, x, *, numpy: bool = False) -> dict[str, tuple]:
@@ -402,6 +403,14 @@ class GateProbe:
     def gates(self, x, *, numpy: bool = False) -> dict[str, Any]:
         """`{name: T}` of every layer on the batch `x`."""
         return self._run(x, with_io=False, numpy=numpy)
+
+
+def _to_numpy(value) -> np.ndarray:
+    """A tensor as NumPy, float16 and bfloat16 widened to float32."""
+    array = keras.ops.convert_to_numpy(value)
+    if keras.backend.standardize_dtype(array.dtype) in ("float16", "bfloat16"):
+        return array.astype(np.float32)
+    return array
 
 
 def per_unit(values, channel_axis: int = -1) -> np.ndarray:
