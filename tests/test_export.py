@@ -377,6 +377,22 @@ def test_a_stacked_net_exports_the_per_layer_nets_gates(tmp_path):
     assert record["overrides"] == {"depth": 5, "stacked": True}
 
 
+@pytest.mark.parametrize("stacked", [False, True], ids=["per_layer", "stacked"])
+def test_a_mixed_precision_net_exports_the_float32_signatures(tmp_path, stacked):
+    """`dtype="mixed_bfloat16"`: every output is the dtype the signatures promise (the gates
+    came out bfloat16), and the mean T lies in (0, 1)."""
+    path = zoo.export(FC, base_dir=tmp_path, random_weights=True, depth=4, stacked=stacked,
+                      dtype="mixed_bfloat16", warmup=False)
+    loaded = tf.saved_model.load(str(path))
+    for name, signature in loaded.signatures.items():
+        for output, spec in signature.structured_outputs.items():
+            expected = tf.int64 if output == "class_ids" else tf.float32
+            assert spec.dtype == expected, (name, output, spec.dtype)
+    gates = loaded.signatures["gates"](pixels=tf.constant(pixels(6, seed=3)))
+    assert sorted(gates) == ["highway_1", "highway_2", "highway_3"]
+    assert all(np.all((v.numpy() > 0) & (v.numpy() < 1)) for v in gates.values())
+
+
 def test_a_name_without_weights_asks_for_random_weights(tmp_path, capsys):
     base = tmp_path / "exported"
     with pytest.raises(ValueError, match="random_weights=True"):

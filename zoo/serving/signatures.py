@@ -132,14 +132,15 @@ def signature_fns(model, max_batch: int | None = None) -> dict[str, Callable]:
     def gates(pixels):
         # A stack's means come from its own loop (mean_transform_gates): its (depth, ...)
         # analysis tensors are TensorLists of unknown batch size, which TFLite cannot convert.
+        # Float32 under a mixed-precision policy too, as the signature promises.
         inputs = gate_probe.inputs_net(checked(pixels), training=False)
         activity = {}
         for source, units in gate_probe.sources:
             if isinstance(source, HighwayStack):
-                means = source.mean_transform_gates(inputs[source.name])
+                means = tf.cast(source.mean_transform_gates(inputs[source.name]), tf.float32)
                 activity.update({unit.name: means[:, unit.index] for unit in units})
             else:
-                t = source.transform_gate(inputs[source.name])
+                t = tf.cast(source.transform_gate(inputs[source.name]), tf.float32)
                 activity[source.name] = tf.reduce_mean(t, axis=list(range(1, len(t.shape))))
         return activity
 
