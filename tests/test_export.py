@@ -393,6 +393,30 @@ def test_a_mixed_precision_net_exports_the_float32_signatures(tmp_path, stacked)
     assert all(np.all((v.numpy() > 0) & (v.numpy() < 1)) for v in gates.values())
 
 
+def test_tflite_and_onnx_take_a_mixed_precision_preset_as_float32_when_asked(tmp_path, capsys):
+    """A preset trained in mixed_bfloat16 exports as it is to a SavedModel; TFLite (no bfloat16
+    kernels) and ONNX (a file onnxruntime cannot load) are refused in one line before anything
+    is written, and `--dtype float32` converts the same float32 weights."""
+    from zoo.serving import tflite
+
+    keras.utils.set_random_seed(0)
+    preset = tmp_path / "preset"
+    zoo.save(zoo.load(FC, depth=3, dtype="mixed_bfloat16"), preset)
+    base = tmp_path / "exported"
+    for format in ("tflite", "onnx"):
+        assert main(["export", str(preset), "--format", format, "--base-dir", str(base)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--format {format} converts float32 nets" in err[0], err
+        assert "computes in mixed_bfloat16" in err[0] and "--dtype float32" in err[0]
+    assert not base.exists()
+    assert main(["export", str(preset), "--format", "tflite", "--dtype", "float32",
+                 "--base-dir", str(base)]) == 0
+    converted = tflite.load(base / FC / "1.tflite")
+    x = pixels(4, seed=1)
+    expected = zoo.load(str(preset), dtype="float32").predict(x, verbose=0)
+    np.testing.assert_allclose(converted(x)["probabilities"], expected, atol=1e-5)
+
+
 def test_a_name_without_weights_asks_for_random_weights(tmp_path, capsys):
     base = tmp_path / "exported"
     with pytest.raises(ValueError, match="random_weights=True"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from highway_zoo.cli.args import add_data_dir, positive
+from highway_zoo.cli.args import DTYPE_POLICIES, add_data_dir, positive
 
 
 def _export_arguments(p) -> None:
@@ -52,6 +52,10 @@ def _export_arguments(p) -> None:
                    help="training images --quantize calibrates on (default 300, drawn with a "
                    "fixed seed)")
     add_data_dir(p)  # the dataset --quantize calibrates on
+    p.add_argument("--dtype", choices=DTYPE_POLICIES,
+                   help="the Keras dtype policy the exported net computes in (default: the "
+                   "one its weights were trained in, as their run records it); tflite and "
+                   "onnx take float32")
 
 
 def _calibration(args):
@@ -83,6 +87,7 @@ def export(args) -> None:
         batching_config=args.batching_config,
         **({} if args.max_batch is None else {"max_batch": args.max_batch}),
         format=args.format, quantize=args.quantize, representative=_calibration(args),
+        **({} if args.dtype is None else {"dtype": args.dtype}),
     )
     print(f"exported {args.name} to {path}")
     if args.format == "tf_saved_model":

@@ -151,6 +151,13 @@ def export(
             "A served model name takes letters, digits, '_', '.' and '-', and does not start "
             f"with '.' or '-'. Received: name={name!r}"
         )
+    policy = model.dtype_policy
+    if format != "tf_saved_model" and policy.compute_dtype != "float32":
+        # TFLite has no bfloat16 kernels, and tf2onnx writes a file onnxruntime cannot load.
+        raise ValueError(
+            f"--format {format} converts float32 nets; {name} computes in {policy.name} (as "
+            "it was trained or loaded): export it with --dtype float32 (zoo.load(..., "
+            "dtype='float32')), the same float32 weights.")
     if format == "tflite":
         if vocabulary is not None:
             raise ValueError("A language model is exported as a SavedModel only: its spelling "
