@@ -509,8 +509,9 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
     transform_gate = transform_gates
 
     def mean_transform_gates(self, x):
-        """Each layer's T averaged over all axes but the batch, `(batch, depth)`: column `i` is
-        `mean(transform_gates(x)[i])` per example (what the export's "gates" signature gives).
+        """Each layer's T averaged over all axes but the batch, `(batch, depth)` float32 (under
+        a mixed-precision policy too): column `i` is `mean(transform_gates(x)[i])` per example
+        (what the export's "gates" signature gives).
 
         One loop carries the layer input and the `(batch, depth)` means, filling a column per
         layer, so nothing is kept per layer: unlike the `(depth, ...)` methods it converts to
@@ -533,11 +534,12 @@ class HighwayStack(HighwayArguments, Int8Kernel, keras.layers.Layer):
             k = [ops.take(w, i, axis=0) for w in kernels]
             w = {name: ops.take(v, i, axis=0) for name, v in skip.items()}
             h, t, c, y = self._layer(x, k, [ops.take(b, i, axis=0) for b in biases], w, m)
-            mean = ops.mean(ops.ones_like(x) if t is None else t, axis=axes)
+            t = ops.ones_like(x) if t is None else t
+            mean = ops.mean(ops.cast(t, "float32"), axis=axes)
             means = ops.where(ops.equal(columns, i), mean[:, None], means)
             return y, means
 
-        means = ops.zeros((ops.shape(x)[0], self.depth), dtype=x.dtype)
+        means = ops.zeros((ops.shape(x)[0], self.depth), dtype="float32")
         return ops.fori_loop(0, self.depth, body, (x, means))[1]
 
     def layer_names(self, prefix="highway_", start=1):

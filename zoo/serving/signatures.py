@@ -137,7 +137,7 @@ def signature_fns(model, max_batch: int | None = None) -> dict[str, Callable]:
         activity = {}
         for source, units in gate_probe.sources:
             if isinstance(source, HighwayStack):
-                means = tf.cast(source.mean_transform_gates(inputs[source.name]), tf.float32)
+                means = source.mean_transform_gates(inputs[source.name])  # float32
                 activity.update({unit.name: means[:, unit.index] for unit in units})
             else:
                 t = tf.cast(source.transform_gate(inputs[source.name]), tf.float32)
