@@ -373,8 +373,11 @@ def test_lm_variants_study_end_to_end(corpus, tmp_path):
 
     out = tmp_path / "study"
     results = lm_variants_study(corpus, variants=("coupled", "residual"), seeds=1, epochs=1,
-                                recipe="quick", out=out, isolate=False)
+                                recipe="quick", checkpoint_every=7, out=out, isolate=False)
     by_variant = {r["variant"]: r for r in results["summary"]}
+    for variant in ("coupled", "residual"):  # each run took the study's step checkpoints
+        run = json.loads((out / f"{variant}_seed0" / "run.json").read_text())
+        assert run["checkpoint_every"] == 7
     # Residual with twice the model's highway layers, as Greff et al. gave it 4 for 2.
     assert by_variant["residual"]["highway_layers"] == 2
     assert by_variant["coupled"]["highway_layers"] == 1
@@ -390,7 +393,7 @@ def test_lm_variants_study_end_to_end(corpus, tmp_path):
     table = (out / "table.md").read_text()
     assert "| residual | 2 |" in table and "91.32" in table
     assert (out / "perplexity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # Run again: the finished runs are kept, not trained again.
+    # Run again (the step checkpoints are no setting): the finished runs are kept.
     again = lm_variants_study(corpus, variants=("coupled", "residual"), seeds=1, epochs=1,
                               recipe="quick", out=out, isolate=False)
     assert again["summary"] == results["summary"]

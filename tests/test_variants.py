@@ -146,6 +146,8 @@ def test_bad_options_are_refused_before_any_work(tmp_path, kwargs, message):
     (["--widths", "wide"], "argument --widths: invalid choice: 'wide'"),
     (["--seeds", "0"], "argument --seeds: expected a positive integer"),
     (["--max-train-examples", "0"], "argument --max-train-examples: expected a positive"),
+    (["--checkpoint-every", "50"], "--checkpoint-every need --corpus"),
+    (["--corpus", "x", "--checkpoint-every", "0"], "argument --checkpoint-every: expected a"),
 ])
 def test_bad_flags_are_one_line_usage_errors(tmp_path, capsys, args, message):
     out = tmp_path / "variants"

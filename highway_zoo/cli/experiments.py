@@ -143,6 +143,9 @@ def _variants_arguments(p) -> None:
                     "count that matches coupled's highway parameters")
     lm.add_argument("--max-train-tokens", type=positive, metavar="N",
                     help="train on the first N tokens of train.txt only")
+    lm.add_argument("--checkpoint-every", type=positive, metavar="STEPS",
+                    help="also checkpoint each run every STEPS steps (default: at each "
+                    "epoch's end only), so that a stopped study loses at most STEPS steps")
     add_out(p, "output directory", "runs/variants-TIME", resumable=True)
     add_in_process(p)
     p.add_argument("--merge", nargs="+", metavar="DIR",
@@ -164,7 +167,8 @@ def _lm_variants(args) -> None:
                          "the study trains a language model (its own recipe and layout).")
     lm_variants_study(args.corpus, model=args.model or "lstm_char_small_ptb",
                       variants=args.variants, seeds=args.seeds, epochs=args.epochs,
-                      max_train_tokens=args.max_train_tokens, out=args.out,
+                      max_train_tokens=args.max_train_tokens,
+                      checkpoint_every=args.checkpoint_every, out=args.out,
                       isolate=not args.in_process)
 
 
@@ -185,9 +189,9 @@ def variants(args) -> None:
     if args.corpus is not None:
         _lm_variants(args)
         return
-    if args.model is not None or args.max_train_tokens is not None:
-        raise ValueError("--model and --max-train-tokens need --corpus (the language-model "
-                         "study).")
+    if args.model is not None or args.max_train_tokens is not None or args.checkpoint_every:
+        raise ValueError("--model, --max-train-tokens and --checkpoint-every need --corpus (the "
+                         "language-model study).")
     variants_study(
         args.variants, args.depths, args.seeds, modes=args.widths, dataset=args.dataset,
         data_dir=args.data_dir, max_train_examples=args.max_train_examples,

@@ -145,9 +145,11 @@ class LMVariantsStudy(Study):
 
     name, figure_file = "lm-variants", "perplexity.png"
 
-    def __init__(self, corpus, *, model, variants, seeds, epochs, max_train_tokens, recipe):
+    def __init__(self, corpus, *, model, variants, seeds, epochs, max_train_tokens, recipe,
+                 checkpoint_every=None):
         from training.data.corpora import corpus_identity
         from training.data.text import load_corpus
+        from training.run_core import check_checkpoint_every
 
         self.info = info = zoo.describe(model)
         if info["family"] != "char_lm":
@@ -176,6 +178,7 @@ class LMVariantsStudy(Study):
                              f"Received: {max_train_tokens!r}")
         self.corpus, self.model, self.variants = corpus, model, variants
         self.max_train_tokens = max_train_tokens
+        self.checkpoint_every = check_checkpoint_every(checkpoint_every)
         self.settings_ = {
             "model": model, "variants": list(variants), "seeds": self.seeds,
             "recipe": self.recipe, "max_train_tokens": max_train_tokens, "code": code_version(),
@@ -210,6 +213,7 @@ class LMVariantsStudy(Study):
                     "architecture": self.model, "overrides": overrides,
                     "corpus": str(self.corpus), "epochs": self.recipe["epochs"],
                     "recipe": self.recipe["name"], "max_train_tokens": self.max_train_tokens,
+                    "checkpoint_every": self.checkpoint_every,
                     "params": parameter_count(**{**args, **overrides,
                                                  "classes": len(self.text.words),
                                                  "char_vocab_size": len(self.text.chars)}),
@@ -256,6 +260,7 @@ def lm_variants_study(
     epochs: int | None = None,
     max_train_tokens: int | None = None,
     recipe: str | None = None,
+    checkpoint_every: int | None = None,
     out: str | os.PathLike | None = None,
     isolate: bool = True,
 ) -> dict[str, Any]:
@@ -271,12 +276,16 @@ def lm_variants_study(
         epochs: default: the recipe's (Kim's 25).
         max_train_tokens: train on the first N tokens of the training split only.
         recipe: "paper" (default), "quick" or a recipe name.
+        checkpoint_every: also checkpoint each run every N steps (default: at each epoch's
+            end only). Not a setting: a resumed run repeats the uninterrupted one bit for
+            bit however often it was checkpointed.
         out: output directory, new or empty (default `runs/lm-variants-<time>`), or an
             earlier run of the study with the same settings, which resumes.
         isolate: train each net in its own process.
     """
     study = LMVariantsStudy(corpus, model=model, variants=variants, seeds=seeds, epochs=epochs,
-                            max_train_tokens=max_train_tokens, recipe=recipe)
+                            max_train_tokens=max_train_tokens, recipe=recipe,
+                            checkpoint_every=checkpoint_every)
     return run_study(study, out, isolate)
 
 
@@ -336,6 +345,7 @@ def train_one(job: dict[str, Any]) -> dict[str, Any]:
             metrics = train_lm(job["architecture"], job["corpus"], out=run_dir.path,
                                epochs=job["epochs"], seed=job["seed"], recipe=job["recipe"],
                                max_train_tokens=job["max_train_tokens"], verbose=2,
+                               checkpoint_every=job.get("checkpoint_every"),
                                **job["overrides"])
         except FloatingPointError as err:  # NonFiniteLossError: the study goes on
             metrics = _diverged(str(err))
