@@ -139,8 +139,11 @@ def shipped_accuracy(meta: dict) -> tuple[float | None, str]:
     count = data.get("num_test")
     where = f"{data.get('name', meta.get('dataset'))} test" + (
         f", {count:,} examples" if isinstance(count, int) else "")
-    if "sample" in str(data.get("source", "")).lower():
+    source = str(data.get("source", "")).lower()
+    if "sample" in source:
         where += " (the test part of a 5,000-digit sample, not the full MNIST)"
+    elif "lossy" in source:
+        where += " (a JPEG copy, lossy: close to the paper's test images, not equal to them)"
     return round(100 * accuracy, 2), where
 
 

@@ -15,7 +15,7 @@ import site_pages  # docs/_hooks/, beside the site's MkDocs hook
 
 import zoo
 from highway_zoo import cli
-from highway_zoo.cli.models import shipped_note
+from highway_zoo.cli.models import shipped_caveat
 
 NAMES = zoo.list_models()
 
@@ -99,9 +99,11 @@ def test_the_index_lists_every_model_and_flags_weights_tested_on_the_mnist_sampl
     index = site_pages.models_index(metas)
     rows = _index_rows(index)
     assert [re.match(r"\| \[`([^`]+)`\]\(\1\.md\)", r).group(1) for r in rows] == NAMES
-    flagged = [bool(m.get("pretrained") and shipped_note(m["pretrained"])) for m in metas]
-    assert [("(sample)" in r) for r in rows] == flagged
-    assert ('"(sample)": measured on' in index) == any(flagged)
+    tags = [shipped_caveat(m.get("pretrained") or {})[0] for m in metas]
+    assert [re.findall(r"\((sample|JPEG copy)\)", r) for r in rows] == [[t] if t else []
+                                                                          for t in tags]
+    for tag in ("sample", "JPEG copy"):
+        assert (f'"({tag})": measured on' in index) == (tag in tags)
     assert 'id="model-filter"' in index
     # Weights tested on the offline sample (what `pretrain` without the full MNIST makes) are
     # flagged in the index, its footnote and the card.
@@ -110,7 +112,19 @@ def test_the_index_lists_every_model_and_flags_weights_tested_on_the_mnist_sampl
     index = site_pages.models_index([meta])
     assert "(sample)" in _index_rows(index)[0] and '"(sample)": measured on' in index
     assert "not comparable with the paper's full-MNIST figure" in site_pages.model_card(meta)
-    assert shipped_note({"dataset": {"source": "MNIST (60,000 / 10,000)"}}) == ""
+    # Weights tested on a JPEG copy (CIFAR-10 here, as `prepare-images` records a folder of
+    # JPEGs) say so wherever their number is, and lossless PNGs do not.
+    meta["pretrained"]["dataset"]["source"] = (
+        "cifar10 prepared by highway-zoo from image folder (NOT the standard files, lossy "
+        "(JPEG); manifest sha256 d83a5aa93632) at data/cifar10")
+    index = site_pages.models_index([meta])
+    assert "(JPEG copy)" in _index_rows(index)[0] and '"(JPEG copy)": measured on' in index
+    assert "(sample)" not in index
+    assert "measured on a JPEG copy of the paper's test images" in site_pages.model_card(meta)
+    assert site_pages.readme_models_table([meta]).splitlines()[-1].endswith(" (JPEG copy) |")
+    assert shipped_caveat({"dataset": {"source": "MNIST (60,000 / 10,000)"}}) == ("", "")
+    lossless = "mnist prepared by highway-zoo from image folder (NOT the standard files, lossless)"
+    assert shipped_caveat({"dataset": {"source": lossless}}) == ("", "")
 
 
 def _subcommands() -> list[str]:

@@ -6,7 +6,7 @@ its page with no edit to the site.
 Pure text in, Markdown out; no Keras is imported. The site's MkDocs hook beside it
 (`docs/_hooks/generate.py`) calls these functions at build time; like the hook, this module is
 the repository's, not the wheel's (the command line's `highway-zoo list` needs only
-`highway_zoo.cli.models.shipped_note`, which the cards share). A card is robust to metadata
+`highway_zoo.cli.models.shipped_caveat`, which the cards share). A card is robust to metadata
 it does not know: every `paper_*` number is shown with its name, other keys are listed as they
 are, and missing ones are left out.
 """
@@ -19,7 +19,7 @@ import re
 import statistics
 from typing import Any
 
-from highway_zoo.cli.models import shipped_note
+from highway_zoo.cli.models import shipped_caveat
 
 # Keys a card shows in its own sections; any other key of `zoo.describe` goes under "More".
 _SHOWN = {
@@ -236,7 +236,7 @@ def _score(pretrained: dict[str, Any]) -> tuple[str, str]:
         return ("test perplexity", f"{pretrained['test_perplexity']:.2f} "
                 f"({pretrained.get('test_evaluation', '')}; validation "
                 f"{pretrained['val_perplexity']:.2f})")
-    accuracy, note = pretrained.get("test_accuracy"), shipped_note(pretrained)
+    accuracy, (_, note) = pretrained.get("test_accuracy"), shipped_caveat(pretrained)
     shown = f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else _number(accuracy)
     return "test accuracy", shown + (f" ({note})" if note else "")
 
@@ -367,8 +367,9 @@ def _columns(meta: dict[str, Any]) -> str:
     shipped = f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else "-"
     if "test_perplexity" in pretrained:  # a language model
         shipped = f"perplexity {pretrained['test_perplexity']:.2f}"
-    if pretrained and shipped_note(pretrained):
-        shipped += " (sample)"
+    tag, _ = shipped_caveat(pretrained)
+    if tag:
+        shipped += f" ({tag})"
     return (f"{meta.get('dataset', '-')} | {_number(meta.get('params'))} | "
             f"{_paper_number(meta)} | {shipped}")
 
@@ -392,9 +393,9 @@ def _measured_columns(row: dict[str, str] | None, meta: dict[str, Any]) -> list[
     perplexity = (meta.get("pretrained") or {}).get("test_perplexity")
     if perplexity is not None:  # a language model's score is no accuracy
         shipped = f"perplexity {perplexity:.2f}"
-    if row["top1"]:
-        shipped = f"{float(row['top1']):.2f}" + (" (sample)" if "sample" in row["top1_eval"]
-                                                  else "")
+    if row["top1"]:  # the CSV says where it was measured, as `shipped_caveat` reads it
+        tag, _ = shipped_caveat({"dataset": {"source": row["top1_eval"]}})
+        shipped = f"{float(row['top1']):.2f}" + (f" ({tag})" if tag else "")
     return [row["dataset"], f"{int(row['param_count']):,}", paper, shipped,
             f"{float(row['gflops_per_sample']):.3g}", row["batch_size"],
             f"{float(row['train_samples_per_sec']):,.1f}",
@@ -474,11 +475,11 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
                 "GFLOPs per sample | batch | training samples/s | inference samples/s | "
                 "provenance | family |",
                 "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
-    flagged = False  # a row's shipped accuracy is the MNIST sample's
+    flagged = set()  # the tags of shipped accuracies not measured on the paper's test set
     for meta in metas:
         cells = (_columns(meta) if measured is None
                  else " | ".join(_measured_columns(measured.get(meta["name"]), meta)))
-        flagged = flagged or "(sample)" in cells
+        flagged |= {tag for tag in ("sample", "JPEG copy") if f"({tag})" in cells}
         out.append(f"| [`{meta['name']}`]({meta['name']}.md) | {cells} | "
                    f"{meta.get('provenance', '-')} | `{meta.get('family', '-')}` |")
     out += [""]
@@ -490,10 +491,14 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
                 "forward pass. The paper's accuracy and top-5 error are in %.", ""]
         if run:
             out += [_measured_note(run), ""]
-    if flagged:
+    if "sample" in flagged:
         out += ["\"(sample)\": measured on the 1,000 test digits of the 5,000-digit MNIST "
                 "sample that installs offline here, not on the full MNIST the paper's number "
                 "is for.", ""]
+    if "JPEG copy" in flagged:
+        out += ["\"(JPEG copy)\": measured on CIFAR-10 (JPEG copy), the full 10,000 test "
+                "images re-encoded as JPEG of quality about 75 (30.5 dB PSNR against the "
+                "original pixels): close to the paper's test set, not equal to it.", ""]
     out += ["Provenance: **CODE** read from the authors' released files; **DERIVED** follows "
             "from the authors' code or the paper by arithmetic; **RECON** reconstructed to fit "
             "the published layer and parameter counts; **COMBINED** a later paper's skip form "

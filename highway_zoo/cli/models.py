@@ -13,15 +13,22 @@ def _list_arguments(p) -> None:
                    help="only architectures with shipped weights (weights='default')")
 
 
-def shipped_note(pretrained: dict[str, Any]) -> str:
-    """What the shipped weights' accuracy was measured on, said when it is not the paper's
-    test set (the MNIST sample is 5,000 digits, not the full MNIST); empty otherwise. The
-    site's model cards (docs/_hooks/site_pages.py) say the same."""
-    source = str(pretrained.get("dataset", {}).get("source", ""))
-    if "sample" in source.lower():
-        return ("measured on the 1,000-digit test part of the 5,000-digit MNIST sample they "
-                "were trained on: not comparable with the paper's full-MNIST figure")
-    return ""
+# (what the data's source says, the tag beside the number, the note): test sets that are
+# not the paper's, each said wherever the shipped accuracy is shown.
+_CAVEATS = (
+    ("sample", "sample", "measured on the 1,000-digit test part of the 5,000-digit MNIST sample "
+     "they were trained on: not comparable with the paper's full-MNIST figure"),
+    ("lossy", "JPEG copy", "measured on a JPEG copy of the paper's test images (re-encoded, "
+     "lossy): close to the paper's data, not equal to it"),
+)
+
+
+def shipped_caveat(pretrained: dict[str, Any]) -> tuple[str, str]:
+    """(tag, note) on what the shipped weights' accuracy was measured on when it is not the
+    paper's test set: the MNIST sample, or a JPEG copy (CIFAR-10 here); ("", "") otherwise.
+    The command line, the models table and the site's cards say the same."""
+    source = str(pretrained.get("dataset", {}).get("source", "")).lower()
+    return next(((tag, note) for word, tag, note in _CAVEATS if word in source), ("", ""))
 
 
 def list_models(args) -> None:
@@ -41,9 +48,9 @@ def list_models(args) -> None:
         shipped = m.get("pretrained") or {}
         ours = (f"{100 * shipped['test_accuracy']:.2f}" if "test_accuracy" in shipped else
                 f"ppl {shipped['test_perplexity']:.1f}" if "test_perplexity" in shipped else "-")
-        # The MNIST sample's 1,000 test digits are not the paper's full-MNIST test set.
-        note = ("  (shipped acc: MNIST sample, not the full MNIST)"
-                if m.get("pretrained") and shipped_note(m["pretrained"]) else "")
+        tag, _ = shipped_caveat(shipped)  # a test set that is not the paper's
+        where = "MNIST sample, not the full MNIST" if tag == "sample" else tag
+        note = f"  (shipped acc: {where})" if tag else ""
         print(f"{name:30s} {m['params']:>10,d} {paper:>11s} {ours:>13s}  "
               f"{m.get('provenance', '-'):7s} {m.get('dataset', '-')}{note}")
 
