@@ -54,10 +54,13 @@ def test_a_study_with_other_dropout_and_dtype_trains_them_and_names_them(tiny_mn
     out = tmp_path / "study"
     assert cli.main(["nips-table", "1", "--data-dir", str(tiny_mnist), "--models",
                      "highway_conv16_mnist", "--seeds", "1", "--epochs", "1", "--dropout", "0",
-                     "--dtype", "mixed_bfloat16", "--in-process", "--out", str(out)]) == 0
+                     "--dtype", "mixed_bfloat16", "--checkpoint-every", "1", "--in-process",
+                     "--out", str(out)]) == 0
     changed = {"dropout": 0.0, "dtype": "mixed_bfloat16"}
     run = json.loads((out / "highway_conv16_mnist_seed0" / "run.json").read_text())
     assert run["overrides"] == changed  # what the run trained with
+    assert run["checkpoint_every"] == 1  # the study's step checkpoints, no setting of it
+    assert "checkpoint_every" not in json.loads((out / "study.json").read_text())
     assert json.loads((out / "study.json").read_text())["overrides"] == changed
     assert ("| `highway_conv16_mnist` (dropout 0.0, dtype mixed_bfloat16) |"
             in (out / "table.md").read_text())
@@ -105,6 +108,16 @@ def test_one_seed_shows_no_spread_and_cifar_from_jpeg_is_named_so():
     assert note == "CIFAR-10 (JPEG copy)" and "CIFAR-10 (JPEG copy)" in text
     assert "| 85.50 |" in text and "±" not in text.split("\n")[2].split("|")[5]
     assert "| 89.18 |" in text
+
+
+def test_a_recipe_other_than_the_released_solver_is_named_beside_the_net():
+    paper, tenth = (dict(record("highway_b_cifar10", 0, [80.0], planned=n), recipe=r)
+                    for n, r in ((400, "caffe_cifar"), (40, "caffe_cifar_tenth")))
+    rows = nips_tables.summary([paper], ["highway_b_cifar10"])
+    assert "| `highway_b_cifar10` |" in nips_tables.paper_table(rows, "CIFAR-10")
+    rows = nips_tables.summary([dict(tenth, overrides={"dropout": 0.0})], ["highway_b_cifar10"])
+    assert ("| `highway_b_cifar10` (dropout 0.0, recipe caffe_cifar_tenth) | 2,278,522 | 1 | "
+            "40 | 80.00 |" in nips_tables.paper_table(rows, "CIFAR-10"))
 
 
 def test_a_net_not_in_the_table_is_one_line(tiny_mnist, tmp_path, capsys):

@@ -56,6 +56,21 @@ def test_paper_recipes_are_the_caffe_solvers(name):
     assert recipe["augmentation"] == solver["augmentation"]
 
 
+def test_the_tenth_cifar_recipe_is_the_released_solver_at_a_tenth_of_its_schedule():
+    paper, tenth = get_recipe("caffe_cifar"), get_recipe("caffe_cifar_tenth")
+    steps_per_epoch = SOLVERS["caffe_cifar"]["images"] // tenth["batch_size"]
+    # The solver's iterations, each a tenth: Caffe's steps 10k, 15k and 17.5k of 20k.
+    assert tenth["epochs"] * steps_per_epoch * 10 == SOLVERS["caffe_cifar"]["max_iter"]
+    schedule = learning_rate(tenth, steps_per_epoch)
+    for i, step in enumerate(SOLVERS["caffe_cifar"]["steps"]):
+        assert float(schedule(step // 10 - 1)) == pytest.approx(0.025 * 0.1**i)
+        assert float(schedule(step // 10)) == pytest.approx(0.025 * 0.1**(i + 1))
+    same = ("epochs", "lr_boundaries_epochs", "name", "source", "purpose", "paper_recipe")
+    assert {k: v for k, v in tenth.items() if k not in same} == {
+        k: v for k, v in paper.items() if k not in same}
+    assert tenth["paper_recipe"] == "caffe_cifar" and "not the paper's" in tenth["purpose"]
+
+
 def test_every_architecture_has_a_paper_recipe_and_a_quick_one():
     for name in zoo.list_models():
         paper = zoo.describe(name)["recipe"]

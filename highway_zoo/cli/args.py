@@ -163,6 +163,12 @@ def add_activation(parser, default: str = "tanh") -> None:
                         help=f"the nets' activation (default {default})")
 
 
+def add_checkpoint_every(parser, whose: str = "") -> None:
+    parser.add_argument("--checkpoint-every", type=positive, metavar="STEPS",
+                        help=f"also checkpoint{whose} every STEPS steps (default: at each "
+                        "epoch's end only), so that a stopped run loses at most STEPS steps")
+
+
 def add_in_process(parser) -> None:
     parser.add_argument("--in-process", action="store_true",
                         help="train every net in this process (faster; no per-run peak "

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from highway_zoo.cli.args import (
     add_activation,
+    add_checkpoint_every,
     add_data_dir,
     add_epochs,
     add_in_process,
@@ -143,9 +144,7 @@ def _variants_arguments(p) -> None:
                     "count that matches coupled's highway parameters")
     lm.add_argument("--max-train-tokens", type=positive, metavar="N",
                     help="train on the first N tokens of train.txt only")
-    lm.add_argument("--checkpoint-every", type=positive, metavar="STEPS",
-                    help="also checkpoint each run every STEPS steps (default: at each "
-                    "epoch's end only), so that a stopped study loses at most STEPS steps")
+    add_checkpoint_every(lm, " each run")
     add_out(p, "output directory", "runs/variants-TIME", resumable=True)
     add_in_process(p)
     p.add_argument("--merge", nargs="+", metavar="DIR",
@@ -322,6 +321,7 @@ def _nips_table_arguments(p) -> None:
     p.add_argument("--dtype", type=dtype_policy, metavar="POLICY",
                    help="the Keras dtype policy the nets compute in, as train's --dtype "
                    "(mixed_bfloat16, mixed_float16; default float32); the table names it")
+    add_checkpoint_every(p, " each run")
     add_out(p, "output directory", "runs/nips-table-TIME", resumable=True)
     add_in_process(p)
     p.add_argument("--snapshot", metavar="DEST",
@@ -343,7 +343,8 @@ def nips_table(args) -> None:
 
     nips_table_(args.table, data_dir=args.data_dir, models=args.models, seeds=args.seeds,
                 epochs=args.epochs, recipe=args.recipe, dropout=args.dropout,
-                dtype=args.dtype, out=args.out, isolate=not args.in_process)
+                dtype=args.dtype, checkpoint_every=args.checkpoint_every, out=args.out,
+                isolate=not args.in_process)
 
 
 COMMANDS = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from highway_zoo.cli.args import (
+    add_checkpoint_every,
     add_data_dir,
     add_dataset,
     add_seed,
@@ -80,8 +81,7 @@ def _arguments(p) -> None:
     add_seed(p)
     p.add_argument("--recipe", default="paper", help="paper (default: the architecture's "
                    "recipe), quick (a few minutes on a CPU) or a recipe name")
-    p.add_argument("--checkpoint-every", type=positive, metavar="STEPS",
-                   help="also checkpoint every STEPS steps (default: every epoch only)")
+    add_checkpoint_every(p)
     p.add_argument("--no-gate-summaries", dest="gate_summaries", action="store_false",
                    help="do not write the transform gates' TensorBoard summaries and "
                    "gates.json each epoch")

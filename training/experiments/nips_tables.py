@@ -104,7 +104,7 @@ def summary(runs: Sequence[dict[str, Any]], models: Sequence[str]) -> list[dict[
         best, mean, std = PAPER.get(model, (None, None, None))
         rows.append({
             "model": model, "params": zoo.describe(model)["params"],
-            "overrides": mine[0]["overrides"],
+            "overrides": mine[0]["overrides"], "recipe": mine[0].get("recipe"),
             "seeds": [r["seed"] for r in counted], "epochs": [r["epochs"] for r in counted],
             "epochs_planned": mine[0]["epochs_planned"],
             "finished": bool(finished),
@@ -130,8 +130,11 @@ def _paper(row: dict[str, Any]) -> str:
 
 
 def _net(row: dict[str, Any]) -> str:
-    """The net's name, and the overrides it trained with: not the paper's net as registered."""
+    """The net's name, and the overrides and recipe it trained with where they are not the
+    paper's net as registered and its released solver."""
     changed = ", ".join(f"{k} {v}" for k, v in sorted(row["overrides"].items()))
+    if row.get("recipe") not in (None, zoo.describe(row["model"])["recipe"]):
+        changed = ", ".join(filter(None, (changed, f"recipe {row['recipe']}")))
     return f"`{row['model']}`" + (f" ({changed})" if changed else "")
 
 
@@ -183,8 +186,9 @@ class NipsTableStudy(Study):
     name, figure_file = "nips-table", "accuracy.png"
 
     def __init__(self, number: int, *, data_dir, models=None, seeds=None, epochs=None,
-                 recipe=None, dropout=None, dtype=None):
+                 recipe=None, dropout=None, dtype=None, checkpoint_every=None):
         from training.data import load_dataset
+        from training.run_core import check_checkpoint_every
 
         if number not in TABLES:
             raise ValueError(f"NIPS 2015 has Tables {', '.join(map(str, TABLES))} of these "
@@ -197,6 +201,7 @@ class NipsTableStudy(Study):
         if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
             raise ValueError(f"seeds must be a positive count. Received: {seeds!r}")
         self.number, self.models = number, models
+        self.checkpoint_every = check_checkpoint_every(checkpoint_every)
         self.overrides = {k: v for k, v in (("dropout", dropout), ("dtype", dtype))
                           if v is not None}
         if self.overrides:  # what the builder refuses is refused now, before any folder
@@ -221,6 +226,7 @@ class NipsTableStudy(Study):
         print(f"Data: {self.data_record['source']}", flush=True)
         return [{"model": m, "seed": s, "data_dir": self.data_dir, "overrides": self.overrides,
                  "recipe": self.recipes[m]["name"], "epochs": self.recipes[m]["epochs"],
+                 "checkpoint_every": self.checkpoint_every,
                  "run_dir": str(out / f"{m}_seed{s}")}
                 for s in range(max(self.seeds.values())) for m in self.models
                 if s < self.seeds[m]]
@@ -235,7 +241,8 @@ class NipsTableStudy(Study):
 
         if RunDir(job["run_dir"]).status != FINISHED:
             train(job["model"], seed=job["seed"], data_dir=job["data_dir"], out=job["run_dir"],
-                  recipe=job["recipe"], epochs=job["epochs"], verbose=2, **job["overrides"])
+                  recipe=job["recipe"], epochs=job["epochs"], verbose=2,
+                  checkpoint_every=job.get("checkpoint_every"), **job["overrides"])
         return run_record(job["run_dir"])
 
     @staticmethod
@@ -301,11 +308,15 @@ def nips_table(number: int, *, data_dir: str | os.PathLike | None,
                models: Sequence[str] | None = None, seeds: int | None = None,
                epochs: int | None = None, recipe: str | None = None,
                dropout: float | Sequence[float] | None = None, dtype: str | None = None,
-               out: str | os.PathLike | None = None, isolate: bool = True) -> dict[str, Any]:
+               checkpoint_every: int | None = None, out: str | os.PathLike | None = None,
+               isolate: bool = True) -> dict[str, Any]:
     """Trains Table `number`'s nets (or `models` of them), each over its seeds, on the data at
     `data_dir` (with `dropout` in place of their rates and `dtype`'s Keras dtype policy if
     given); writes runs, JSON, table and figure. Run again with the same settings, it
-    resumes; started twice at once, the two processes share the runs."""
+    resumes; started twice at once, the two processes share the runs. `checkpoint_every`:
+    each run also checkpoints every N steps (no setting: a resumed run repeats the
+    uninterrupted one however often it checkpointed)."""
     study = NipsTableStudy(number, data_dir=data_dir, models=models, seeds=seeds,
-                           epochs=epochs, recipe=recipe, dropout=dropout, dtype=dtype)
+                           epochs=epochs, recipe=recipe, dropout=dropout, dtype=dtype,
+                           checkpoint_every=checkpoint_every)
     return run_study(study, out, isolate)
