@@ -107,6 +107,8 @@ def test_cli_list_and_describe(capsys):
     assert "paper acc %" in header and "shipped acc %" in header  # both in percent
     shipped = zoo.describe("highway_conv32_mnist")["pretrained"]["test_accuracy"]
     assert " 99.55 " in row and f" {100 * shipped:.2f} " in row
+    assert cli.main(["list", "highway_a_cifar10"]) == 0  # tested on CIFAR-10 (JPEG copy)
+    assert capsys.readouterr().out.splitlines()[1].endswith("(shipped acc: JPEG copy)")
     assert cli.main(["describe", "highway_conv32_mnist", "--json"]) == 0
     meta = json.loads(capsys.readouterr().out)
     assert meta["params"] == 151_690 and meta["provenance"] == "CODE"
