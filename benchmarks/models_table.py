@@ -47,8 +47,8 @@ The columns (`COLUMNS`, also in the JSON):
   paper gives none (Fashion-MNIST, the FC nets of Fig. 1, which plots training loss);
 - weights: `shipped` (`zoo.load(name, weights="default")`) or `none`;
 - top1, top1_eval: the shipped weights' test accuracy in % as the index records it, and the
-  test set it was measured on (the MNIST weights' is the 1,000-digit test part of a
-  5,000-digit sample, not the full MNIST); empty without weights;
+  test set it was measured on (a lossy copy such as CIFAR-10's JPEGs says so); empty
+  without weights;
 - batch_size, train_samples_per_sec, infer_samples_per_sec: random inputs of the model's own
   shape (raw pixel values; character ids), `train_on_batch` with Nesterov SGD (lr 0.01,
   momentum 0.9; the loss from logits where the model outputs logits), then
