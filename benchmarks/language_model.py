@@ -1,8 +1,8 @@
 """Training throughput of the zoo's character-aware LM against the same net in stock Keras
 and in plain PyTorch.
 
-    python -m benchmarks.language_model [--model lstm_char_small_ptb] [--repeats 5]
-        [--steps 40] [--out FILE]
+    python -m benchmarks.language_model [--models lstm_char_small_ptb,lstm_char_large_ptb]
+        [--backends tensorflow,jax] [--repeats 5] [--steps 40] [--out FILE]
 
 Three nets of Kim et al.'s layout, trained on random data of PTB's shape (batch 20, 35 steps,
 words of 21 characters, a 10,000-word softmax) with Kim's step (states carried from batch to
@@ -22,23 +22,29 @@ After a warm-up (tracing), (a), (b) and (c) alternate `--repeats` times, `--step
 steps each (one `fit` call for a Keras net, as an epoch is one), timed in steady state from
 the end of the second step to the end of the last; the table gives the median
 tokens/s of each and the medians of the per-repeat ratios to (c) (back-to-back runs on a shared
-machine: the ratio cancels most of its load). Keras's backend is the process's
-(`KERAS_BACKEND`). Writes benchmarks/results/language_model_<backend>.json (`--out`).
+machine: the ratio cancels most of its load). Each (model, backend) is one fresh process
+(`--backends`, default `KERAS_BACKEND`, else tensorflow), the three nets interleaved inside it.
+Writes benchmarks/results/language_model.json (on a GPU, gpu_language_model.json by the suite's
+--gpu: Small and Large, alone on the GPU, PyTorch with cuDNN).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
+from benchmarks import driver
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "language_model.json"
+MODELS = ["lstm_char_small_ptb"]
+BACKENDS = ("tensorflow", "jax", "torch")
 BATCH, STEPS, WORD = 20, 35, 21
 
 
@@ -112,8 +118,9 @@ def torch_net(args: dict):
     return net, torch.optim.SGD(net.parameters(), lr=1.0), device
 
 
-def run(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 40,
-        batch: int = BATCH, seq: int = STEPS, **overrides) -> dict:
+def measure(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 40,
+            batch: int = BATCH, seq: int = STEPS, **overrides) -> dict:
+    """Runs in a fresh process: the three nets of one model on the process's backend."""
     import keras
     import numpy as np
     import torch
@@ -174,26 +181,83 @@ def run(model_name: str = "lstm_char_small_ptb", repeats: int = 5, steps: int = 
     }
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="lstm_char_small_ptb")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args(argv)
-    result = run(args.model, args.repeats, args.steps)
-    print(f"{result['model']} ({result['params']:,} parameters), median tokens/s of "
-          f"{result['repeats']} interleaved repeats of {result['steps_per_repeat']} steps:")
-    print(f"  zoo ({result['machine']['backend']}) {result['zoo_tokens_per_second']:,.0f}, "
-          f"stock Keras {result['stock_tokens_per_second']:,.0f}, PyTorch "
-          f"({result['machine']['torch_device']}) {result['torch_tokens_per_second']:,.0f}; "
-          f"zoo/PyTorch {result['ratio_zoo_over_torch']:.2f}, stock/PyTorch "
-          f"{result['ratio_stock_over_torch']:.2f}")
-    from zoo.files import write_text
+def format_table(rows: list[dict]) -> str:
+    return driver.table(
+        ["model", "backend", "zoo tokens/s", "stock Keras", "PyTorch", "zoo / PyTorch",
+         "stock / PyTorch"],
+        [":---", ":---", "---:", "---:", "---:", "---:", "---:"],
+        [[f"{r['model']} ({r['params']:,})", r["machine"]["backend"],
+          f"{r['zoo_tokens_per_second']:,.0f}", f"{r['stock_tokens_per_second']:,.0f}",
+          f"{r['torch_tokens_per_second']:,.0f} ({r['machine']['torch_device']})",
+          f"{r['ratio_zoo_over_torch']:.2f}", f"{r['ratio_stock_over_torch']:.2f}"]
+         for r in rows])
 
-    out = args.out or RESULTS / f"language_model_{result['machine']['backend']}.json"
-    write_text(out, json.dumps(result, indent=1) + "\n", overwrite=True)
+
+def _names(text: str) -> list[str]:
+    return [name for name in text.split(",") if name]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = driver.parser("benchmarks.language_model", __doc__, RESULTS)
+    p.add_argument("--models", type=_names, default=MODELS,
+                   help=f"comma-separated character-aware LMs (default {','.join(MODELS)})")
+    p.add_argument("--backends", type=_names,
+                   default=[os.environ.get("KERAS_BACKEND", "tensorflow")],
+                   help="comma-separated Keras backends, one process each (default "
+                        "$KERAS_BACKEND, else tensorflow)")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (5)")
+    p.add_argument("--steps", type=int, default=40, help="training steps a net a repeat (40)")
+    return p
+
+
+def _refusal(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options, in one line, or None."""
+    import zoo
+
+    for name in args.models:
+        try:
+            family = zoo.describe(name)["family"]
+        except ValueError as error:
+            return str(error)
+        if family != "char_lm":
+            models = [n for n in zoo.list_models() if zoo.describe(n)["family"] == "char_lm"]
+            return (f"{name} is not a character-aware language model; choose from "
+                    f"{', '.join(models)}")
+    unknown = sorted(set(args.backends) - set(BACKENDS))
+    if unknown:
+        return f"unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}"
+    if args.steps < 3:
+        return f"--steps must be at least 3 (timed from the end of the second); got {args.steps}"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    refusal = _refusal(args)  # before any process starts
+    if refusal:
+        print(f"python -m benchmarks.language_model: {refusal}", file=sys.stderr)
+        return 2
+    rows = []
+    for name in args.models:
+        for backend in args.backends:
+            print(f"{name} on {backend}: {args.repeats} repeats of {args.steps} steps",
+                  flush=True)
+            rows.append(driver.run_child("benchmarks.language_model", {
+                "model_name": name, "repeats": args.repeats, "steps": args.steps},
+                backend=backend))
+    print()
+    print(format_table(rows))
+    driver.write_results(args.out, {
+        "settings": {"repeats": args.repeats, "steps": args.steps, "batch": BATCH,
+                     "sequence": STEPS, "word_length": WORD,
+                     "optimizer": "SGD(1.0, global_clipnorm=5.0), Kim's step",
+                     "inputs": "random character ids of PTB's shape, states carried"},
+        "results": rows})
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return driver.main(parser(), argv, measure, run)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

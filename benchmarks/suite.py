@@ -9,7 +9,8 @@ the README quotes: from its parts measured 2026-11-23 on the idle machine (headl
 pipeline a few; trial_memory 5, timed 2026-11-25; whole_process about 4, estimated: 8
 processes a repeat, 3 repeats; models_table 16 minutes idle (945 s, 2026-11-28;
 52 with the cores shared); quantization about 20 for the 14 shipped models, timed
-2026-11-26 with the cores shared, 3 in the quick set); about 2.5-3 h in all, longer when
+2026-11-26 with the cores shared, 3 in the quick set; language_model about 6, estimated:
+Small's three nets, 5 repeats of 40 steps, on two backends); about 2.5-3 h in all, longer when
 shared. The GPU set (`--gpu`) is below.
 """
 
@@ -49,6 +50,7 @@ QUICK = [
                                       "--calls", "50", "--gate-images", "500"]),
     ("conv_peer", "conv_peer", ["--models", "highway_conv16_mnist", "--steps", "3",
                                 "--warmup", "1", "--repeats", "1"]),
+    ("language_model", "language_model", ["--steps", "5", "--repeats", "1"]),
 ]
 FULL = [
     ("headline", "headline", []),
@@ -64,6 +66,7 @@ FULL = [
     ("models_table", "models_table", []),
     ("quantization", "quantization", []),
     ("conv_peer", "conv_peer", []),
+    ("language_model", "language_model", ["--backends", "tensorflow,jax"]),
 ]
 # The set for a machine with a GPU (`--gpu`), where JAX and PyTorch run and TensorFlow is not
 # installed (the GPU machines this project borrows): the headline experiment at depth 30 on
@@ -84,6 +87,11 @@ GPU = [
     # NIPS 2015's conv nets against the same nets in plain PyTorch with cuDNN (issue 49): a
     # command of its own on a lent GPU, `highway-zoo bench --gpu --only conv_peer`.
     ("conv_peer", "gpu_conv_peer", ["--backend", "jax", "--repeats", "3"]),
+    # Small and Large against PyTorch with cuDNN's nn.LSTM (issue 50), likewise a command of
+    # its own: `highway-zoo bench --gpu --only language_model`.
+    ("language_model", "gpu_language_model", ["--models", "lstm_char_small_ptb,"
+                                              "lstm_char_large_ptb", "--backends", "jax",
+                                              "--steps", "100"]),
 ]
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).

@@ -465,7 +465,8 @@ def test_cli_refuses_in_one_line(argv, message, tmp_path):
 def test_throughput_bench_compares_the_same_net(tmp_path):
     from benchmarks import language_model as bench
 
-    result = bench.run(SMALL, repeats=1, steps=3, batch=2, seq=4, lstm_units=8, classes=40)
+    result = bench.measure(SMALL, repeats=1, steps=3, batch=2, seq=4, lstm_units=8,
+                           classes=40)
     # The stock and PyTorch nets are Kim's layout too: the same parameters (PyTorch's LSTM has
     # a second bias per gate), or run() refuses to compare.
     assert result["params"] == zoo.load(SMALL, lstm_units=8, classes=40).count_params()
@@ -474,3 +475,20 @@ def test_throughput_bench_compares_the_same_net(tmp_path):
         assert result[f"{name}_tokens_per_second"] > 0
     assert result["ratio_zoo_over_torch"] == pytest.approx(
         result["zoo_runs"][0] / result["torch_runs"][0])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--models", "highway_conv16_mnist"], "not a character-aware language model; choose "
+                                           "from lstm_char_large_ptb"),
+    (["--models", "lstm_char_tiny"], "Unknown model 'lstm_char_tiny'"),
+    (["--backends", "tensorflow,theano"], "unknown backend(s) theano"),
+    (["--steps", "2"], "--steps must be at least 3"),
+])
+def test_throughput_bench_refuses_bad_options_in_one_line(argv, message, tmp_path, capsys):
+    from benchmarks import language_model as bench
+
+    out = tmp_path / "lm.json"
+    assert bench.main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not out.exists()
