@@ -9,6 +9,10 @@
 # for the paper's Residual and Plain. MODEL, EXTRA (more train flags), PY, LOCAL (no .whl
 # install), OUT and R (where the runs go) change it; tests/test_research_scripts.py runs it on
 # a tiny corpus with a narrow Small.
+# The checkout travels whole, carried paths included, and must stay under the lease's 64 MiB:
+# move what the call does not read out of it for the call and back after (studies/under_way
+# and zoo/char_lm/weights, about 94 MB together; with a study's parts also docs/results
+# and zoo/fc_nets/weights: the code alone is about 6 MiB).
 set -u
 T0=$(date +%s)
 DEADLINE=${DEADLINE:-540}; FULL_DEADLINE=${FULL_DEADLINE:-490}; END=${END:-590}; MODEL=${MODEL:-lstm_char_large_ptb}; EXTRA=${EXTRA:-}

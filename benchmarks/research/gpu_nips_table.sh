@@ -11,6 +11,10 @@
 #   .device/commit.txt                the commit the call runs (`git rev-parse HEAD`)
 #   .device/study.tgz.NN              the last call's parts ($OUT/study.tgz.NN), to resume
 # then join what comes back here with `cat study.tgz.* | tar xz`.
+# The checkout travels whole, carried paths included, and must stay under the lease's 64 MiB:
+# move what the call does not read out of it for the call and back after (studies/under_way
+# and zoo/char_lm/weights, about 94 MB together; with a study's parts also docs/results
+# and zoo/fc_nets/weights: the code alone is about 6 MiB).
 # Run from the repository's root: benchmarks/research/gpu_nips_table.sh. TABLE, MODELS, DATASET,
 # ARCHIVE, EXTRA (more nips-table flags), BENCH (0: no speed check), BENCH_ARGS, PY, LOCAL (no
 # .whl install), DEADLINE, OUT and R change it; tests/test_research_scripts.py runs it on a tiny
