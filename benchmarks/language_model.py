@@ -228,6 +228,8 @@ def _refusal(args: argparse.Namespace) -> str | None:
         return f"unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}"
     if args.steps < 3:
         return f"--steps must be at least 3 (timed from the end of the second); got {args.steps}"
+    if args.repeats < 1:
+        return f"--repeats must be at least 1; got {args.repeats}"
     return None
 
 

@@ -483,6 +483,7 @@ def test_throughput_bench_compares_the_same_net(tmp_path):
     (["--models", "lstm_char_tiny"], "Unknown model 'lstm_char_tiny'"),
     (["--backends", "tensorflow,theano"], "unknown backend(s) theano"),
     (["--steps", "2"], "--steps must be at least 3"),
+    (["--repeats", "0"], "--repeats must be at least 1"),
 ])
 def test_throughput_bench_refuses_bad_options_in_one_line(argv, message, tmp_path, capsys):
     from benchmarks import language_model as bench
