@@ -218,7 +218,8 @@ def test_a_finished_image_run_ships_into_its_familys_presets(tmp_path, monkeypat
 
     name = "highway_fc10_mnist"
     data = Dataset(name="mnist", train=examples(256, 0), test=examples(64, 1), num_classes=10,
-                   image_shape=(28, 28, 1), num_train=256, num_test=64, source="random pixels")
+                   image_shape=(28, 28, 1), num_train=256, num_test=64,
+                   source=f"random pixels at {tmp_path}")  # the shipped record drops the path
     run = tmp_path / "run"
     train(name, dataset=data, epochs=2, out=run, depth=3, stacked=True, seed=3, verbose=0,
           dtype="mixed_bfloat16")

@@ -55,6 +55,16 @@ import numpy as np
 from training.data import prepared_images
 from training.runtime import private_api
 
+# A dataset's source line ends with where this machine read it from (`LOCATION` and a path): a
+# run's own records keep it, a published one (a shipped preset) drops it.
+LOCATION = " at "
+
+
+def published_source(source: str) -> str:
+    """`source` without the local directory it was read from."""
+    return source.rsplit(LOCATION, 1)[0]
+
+
 if TYPE_CHECKING:
     import tensorflow as tf
 
@@ -281,7 +291,7 @@ def load_dataset(
         image_shape=spec.image_shape,
         num_train=builder.info.splits["train"].num_examples,
         num_test=builder.info.splits[spec.test_split].num_examples,
-        source=f"tensorflow-datasets {builder.name} {builder.version} at {builder.data_path}",
+        source=f"tensorflow-datasets {builder.name} {builder.version}{LOCATION}{builder.data_path}",
     )
 
 
@@ -308,7 +318,7 @@ def _load_prepared(name: str, spec: DatasetSpec, directory: Path) -> Dataset:
                                f"{spec.image_shape} for {name}; prepare it again.")
     return Dataset(name=name, train=train, test=test, num_classes=spec.num_classes,
                    image_shape=spec.image_shape, num_train=len(train), num_test=len(test),
-                   source=prepared_images.describe_source(record) + f" at {directory}")
+                   source=f"{prepared_images.describe_source(record)}{LOCATION}{directory}")
 
 
 # Training images a full-integer TFLite file is calibrated on (TensorFlow's guide: "about

@@ -107,6 +107,8 @@ def _trained_with(overrides: dict[str, Any]) -> dict[str, Any]:
 def image_record(name: str, run_dir: RunDir, trained_on: str | None = None) -> dict:
     """The preset's record of a finished image run of `name`, its final weights copied into
     the family's `weights/` folder."""
+    from training.data.images import published_source
+
     run, metrics, history = run_dir.read_run(), run_dir.read_metrics(), run_dir.read_history()
     target = pretrained.weights_dir(name) / f"{name}.weights.h5"
     with atomic_path(target, overwrite=True) as tmp_target:
@@ -114,7 +116,7 @@ def image_record(name: str, run_dir: RunDir, trained_on: str | None = None) -> d
     return {
         "file": target.name,
         "sha256": sha256_of(target),
-        "dataset": run["dataset"],
+        "dataset": {**run["dataset"], "source": published_source(run["dataset"]["source"])},
         "test_accuracy": round(metrics["test_accuracy"], 4),
         "test_loss": round(metrics["test_loss"], 4),
         "final_train_loss": round(metrics["final_train_loss"], 4),
