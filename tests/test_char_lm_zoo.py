@@ -376,7 +376,7 @@ def package(tmp_path, monkeypatch):
         pretrained.index.cache_clear()
 
 
-def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, package):
+def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, corpus, tmp_path, package):
     """`pretrain --run NAME RUN` into a package directory of the test's: the file
     and vocabulary hash-checked, weights="default" gives the run's net, vocabulary and next
     words, and the model card's texts are written again the same."""
@@ -394,6 +394,10 @@ def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, tmp_path, package)
     for example in entry["examples"]:
         arguments = {k: v for k, v in example.items() if k != "text"}
         assert shipped.generate(**arguments) == example["text"]
+    # The record names the corpus by its files' sha256s, not by this machine's directory.
+    assert "source" not in entry["dataset"] and str(corpus) not in json.dumps(entry)
+    assert entry["dataset"]["sha256"] == json.loads((run / "run.json").read_text())[
+        "dataset"]["sha256"]
     assert entry["command"].startswith(f"highway-zoo train {SMALL} --corpus PTB_DIR "
                                        "--recipe kim_char_lm_quick --seed 0")
     # A changed byte in the vocabulary is refused (its sha256), as for the weights.

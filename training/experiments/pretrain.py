@@ -287,7 +287,9 @@ def ship_language_model(name: str, run_dir: RunDir, *, float16: bool = False,
         "vocabulary": {"file": words.name, "sha256": sha256_of(words),
                        "words": model.tokenizer.vocabulary_size(),
                        "chars": len(model.tokenizer.chars)},
-        "dataset": record["dataset"],
+        # The corpus is named by its name and files' sha256s; the directory it was read from
+        # is the training machine's, not the user's.
+        "dataset": {k: v for k, v in record["dataset"].items() if k != "source"},
         "test_perplexity": round(metrics["test_perplexity"], 2),
         "val_perplexity": round(metrics["val_perplexity"], 2),
         "test_evaluation": metrics.get("test_evaluation"),
