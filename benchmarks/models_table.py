@@ -144,6 +144,9 @@ def shipped_accuracy(meta: dict) -> tuple[float | None, str]:
         where += " (the test part of a 5,000-digit sample, not the full MNIST)"
     elif "lossy" in source:
         where += " (a JPEG copy, lossy: close to the paper's test images, not equal to them)"
+    recipe = shipped.get("recipe") or {}
+    if recipe.get("paper_recipe"):
+        where += f"; trained with {recipe['name']}, not the paper's {recipe['paper_recipe']}"
     return round(100 * accuracy, 2), where
 
 

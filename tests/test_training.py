@@ -109,6 +109,9 @@ def test_cli_list_and_describe(capsys):
     assert " 99.55 " in row and f" {100 * shipped:.2f} " in row
     assert cli.main(["list", "highway_a_cifar10"]) == 0  # tested on CIFAR-10 (JPEG copy)
     assert capsys.readouterr().out.splitlines()[1].endswith("(shipped acc: JPEG copy)")
+    assert cli.main(["list", "highway_b_cifar10"]) == 0  # and a tenth of the paper's schedule
+    assert capsys.readouterr().out.splitlines()[1].endswith(
+        " 92.46         78.83  RECON   cifar10  (shipped acc: JPEG copy, recipe caffe_cifar_tenth)")
     assert cli.main(["describe", "highway_conv32_mnist", "--json"]) == 0
     meta = json.loads(capsys.readouterr().out)
     assert meta["params"] == 151_690 and meta["provenance"] == "CODE"

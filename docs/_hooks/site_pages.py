@@ -393,8 +393,9 @@ def _measured_columns(row: dict[str, str] | None, meta: dict[str, Any]) -> list[
     perplexity = (meta.get("pretrained") or {}).get("test_perplexity")
     if perplexity is not None:  # a language model's score is no accuracy
         shipped = f"perplexity {perplexity:.2f}"
-    if row["top1"]:  # the CSV says where it was measured, as `shipped_caveat` reads it
-        tag, _ = shipped_caveat({"dataset": {"source": row["top1_eval"]}})
+    if row["top1"]:  # the CSV says where it was measured, the index how it was trained
+        tag, _ = shipped_caveat({"dataset": {"source": row["top1_eval"]},
+                                 "recipe": (meta.get("pretrained") or {}).get("recipe")})
         shipped = f"{float(row['top1']):.2f}" + (f" ({tag})" if tag else "")
     return [row["dataset"], f"{int(row['param_count']):,}", paper, shipped,
             f"{float(row['gflops_per_sample']):.3g}", row["batch_size"],
@@ -475,11 +476,12 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
                 "GFLOPs per sample | batch | training samples/s | inference samples/s | "
                 "provenance | family |",
                 "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
-    flagged = set()  # the tags of shipped accuracies not measured on the paper's test set
+    flagged = set()  # the caveats of shipped accuracies not comparable with the paper's
     for meta in metas:
         cells = (_columns(meta) if measured is None
                  else " | ".join(_measured_columns(measured.get(meta["name"]), meta)))
-        flagged |= {tag for tag in ("sample", "JPEG copy") if f"({tag})" in cells}
+        tags = shipped_caveat(meta.get("pretrained") or {})[0]
+        flagged |= set(tags.split(", ")) if tags else set()
         out.append(f"| [`{meta['name']}`]({meta['name']}.md) | {cells} | "
                    f"{meta.get('provenance', '-')} | `{meta.get('family', '-')}` |")
     out += [""]
@@ -499,6 +501,10 @@ def models_index(metas: list[dict[str, Any]], table: list[dict[str, str]] | None
         out += ["\"(JPEG copy)\": measured on CIFAR-10 (JPEG copy), the full 10,000 test "
                 "images re-encoded as JPEG of quality about 75 (30.5 dB PSNR against the "
                 "original pixels): close to the paper's test set, not equal to it.", ""]
+    if any(tag.startswith("recipe ") for tag in flagged):
+        out += ["\"(recipe NAME)\": trained with a recipe other than the paper's (a shorter "
+                "schedule or another optimiser; the model's card says which), so the number is "
+                "that recipe's, not the paper's recipe's.", ""]
     out += ["Provenance: **CODE** read from the authors' released files; **DERIVED** follows "
             "from the authors' code or the paper by arithmetic; **RECON** reconstructed to fit "
             "the published layer and parameter counts; **COMBINED** a later paper's skip form "
