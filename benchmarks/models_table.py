@@ -101,7 +101,7 @@ COLUMNS = {
     "paper_source": "the paper, section and table (the registry's 'paper')",
     "weights": "shipped (zoo.load(name, weights='default')) or none",
     "top1": "the shipped weights' test accuracy, %, as their preset's weights record has it",
-    "top1_eval": "the test set top1 was measured on",
+    "top1_eval": "the test set top1 was measured on, and the recipe if not the paper's",
     "batch_size": "the batch size of the timed training and inference calls",
     "train_samples_per_sec": "training samples/s on this machine's CPU (train_on_batch)",
     "infer_samples_per_sec": "inference samples/s on this machine's CPU (predict_on_batch)",
