@@ -26,18 +26,17 @@ _CAVEATS = (
 def shipped_caveat(pretrained: dict[str, Any]) -> tuple[str, str]:
     """(tag, note) on why the shipped weights' accuracy is not comparable with the paper's:
     measured on a test set that is not the paper's (the MNIST sample, a JPEG copy), or trained
-    with a recipe that is not the paper's (a shortened schedule); ("", "") otherwise. Several
-    are joined by ", " and "; ". The command line, the models table and the site's cards say
-    the same."""
+    with a recipe that is not the paper's (a shorter schedule, another optimiser); ("", "")
+    otherwise. Several are joined by ", " and "; ". The command line, the models table and the
+    site's cards say the same."""
     source = str(pretrained.get("dataset", {}).get("source", "")).lower()
-    found = [next(((tag, note) for word, tag, note in _CAVEATS if word in source), None)]
+    found = [(tag, note) for word, tag, note in _CAVEATS if word in source][:1]
     recipe = pretrained.get("recipe") or {}
     if recipe.get("paper_recipe"):
         found.append((f"recipe {recipe['name']}",
                       f"trained with {recipe['name']}, not the paper's recipe "
                       f"({recipe['paper_recipe']}): {recipe.get('source', '')}; the number is "
                       f"that recipe's"))
-    found = [pair for pair in found if pair]
     return (", ".join(tag for tag, _ in found), "; ".join(note for _, note in found))
 
 
