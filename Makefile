@@ -53,10 +53,11 @@ mutation: $(STAMP)
 	MUTMUT=$(abspath $(BIN))/mutmut docs/mutation/run.sh
 
 # The documentation site, strictly (a broken link, a missing reference or an undocumented
-# public name fails), into site/ (ignored). Debian's Chromium is installed for the site's
-# browser test (tests/test_site.py) when it is missing.
+# public name fails; not --quiet, which drops the warnings --strict counts), into site/
+# (ignored). Debian's Chromium is installed for the site's browser test (tests/test_site.py)
+# when it is missing.
 docs: $(STAMP) browser
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The built wheel in a fresh virtualenv outside the checkout (.ci/wheel_check).
 wheel-check: $(STAMP)

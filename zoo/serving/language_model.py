@@ -44,6 +44,7 @@ TOP_K = 5
 
 
 def is_language_model(model) -> bool:
+    """Whether `model` is a zoo character-aware language model (its metadata's family)."""
     return getattr(model, "metadata", {}).get("family") == FAMILY
 
 
@@ -157,6 +158,8 @@ def signature_fns(model, vocabulary: dict[str, list[str]], max_batch: int | None
 
 
 def build_archive(model, vocabulary: dict[str, list[str]], max_batch: int | None = None):
+    """A `keras.export.ExportArchive` of `model` with the signatures above (words in, the
+    speller's lookup table tracked), and the signatures' names."""
     import keras
     import tensorflow as tf
 
@@ -187,6 +190,8 @@ def warmup_requests(name: str, signatures=SIGNATURES) -> list:
 
 
 def input_record(model, vocabulary: dict[str, list[str]]) -> dict[str, Any]:
+    """The export record's description of the ``words`` input: name, dtype, shape and the
+    vocabulary's sizes."""
     return {"name": INPUT_NAME, "dtype": "string", "shape": [None, None],
             "values": "words, a sentence per row (training.data.text's tokens; <eos> ends a "
                       "sentence, <unk> is the unknown word)",
@@ -195,6 +200,7 @@ def input_record(model, vocabulary: dict[str, list[str]]) -> dict[str, Any]:
 
 
 def output_record(vocabulary: dict[str, list[str]]) -> dict[str, dict[str, str]]:
+    """The export record's description of each signature's outputs, their dtypes and shapes."""
     k = min(TOP_K, len(vocabulary["words"]))
     return {
         "serving_default": {"probabilities": "float32 [batch, time, words]",
