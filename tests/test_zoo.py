@@ -350,10 +350,11 @@ def test_weights_without_a_recorded_hash_or_missing_are_refused(tmp_path):
         zoo.load("highway_fc10_mnist", weights="imagenet")
     with pytest.raises(ValueError, match="No pretrained weights for 'highway110_bn_cifar10'"):
         zoo.load("highway110_bn_cifar10", weights="default")
-    # A net whose paper run is under way says why, in one line (its preset's "weights_pending")
-    with pytest.raises(ValueError, match=r"No weights for 'highway_cifar10' yet: .*needs a "
-                       r"GPU.* Train your own") as error:
-        zoo.load("highway_cifar10", weights="default")
+    # A net whose weights cannot be trained here yet says why, in one line (its preset's
+    # "weights_pending")
+    with pytest.raises(ValueError, match=r"No weights for 'highway_cifar100' yet: .*no copy of "
+                       r"CIFAR-100.*needs a GPU.* Train your own") as error:
+        zoo.load("highway_cifar100", weights="default")
     assert "\n" not in str(error.value)
 
 
