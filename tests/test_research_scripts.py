@@ -459,6 +459,7 @@ def test_run_fit_scores_the_net_where_the_run_stands(tmp_path, capsys):
     # no weight decay in the quick recipe: the run's val_loss is the cross-entropy alone
     assert result["test"]["cross_entropy"] == pytest.approx(at_checkpoint["val_loss"], abs=2e-4)
     assert result["train"]["examples"] == 20
+    assert result["run"] == f"{tmp_path.name}/run" and str(tmp_path) not in json.dumps(result)
     checkpoint = run_dir / "checkpoint" / result["weights"]
     with pytest.raises(ValueError, match="there, float32"):  # another net's: refused
         assign_model_weights(zoo.load("highway_conv32_mnist"), checkpoint)

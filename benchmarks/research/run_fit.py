@@ -23,6 +23,7 @@ import numpy as np
 import zoo
 from training.checkpoints import Checkpoints, assign_model_weights
 from training.data import load_dataset
+from training.data.images import published_source
 from training.run_dir import FINISHED, RunDir
 from zoo.files import write_text
 
@@ -52,8 +53,10 @@ def run_fit(run_dir: str | Path, data_dir: str | Path | None, examples: int) -> 
     data = load_dataset(run["dataset"]["name"], data_dir, fallback=False)
     picked = np.random.default_rng(0).choice(len(data.train), min(examples, len(data.train)),
                                              replace=False)
-    return {"run": str(run_dir.path), "architecture": run["architecture"],
-            "overrides": run["overrides"], **where, "data": data.source,
+    # named as published, without this machine's paths: the study folder and the run's
+    return {"run": f"{run_dir.path.parent.name}/{run_dir.path.name}",
+            "architecture": run["architecture"], "overrides": run["overrides"], **where,
+            "data": published_source(data.source),
             "train": {"examples": len(picked),
                       **scores(model, data.train.images[picked], data.train.labels[picked])},
             "test": {"examples": len(data.test),
