@@ -22,8 +22,9 @@ DATA = Path(__file__).parent / "data" / "release_0_2_0"
 EXPECTED = json.loads((DATA / "expected.json").read_text())
 NAME = "highway_fc10_mnist"
 # Same architecture, same weights, same batch: only float round-off may differ (another CPU's
-# kernels); a weight not loaded, or loaded into the wrong layer, moves them by far more.
-TIGHT = {"rtol": 1e-5, "atol": 1e-6}
+# kernels: an AMD EPYC moved a logit of 0.038 by 1.5e-6, round-off of its row's sums of size
+# 3); a weight not loaded, or loaded into the wrong layer, moves them by more than 1e-2.
+TIGHT = {"rtol": 1e-5, "atol": 1e-5}
 
 
 def inputs() -> np.ndarray:
