@@ -5,10 +5,16 @@
 
 Both tables are the demo's Markdown table (`| depth | highway test acc | plain test acc |
 highway train loss | plain train loss |`). They agree when they have the same depths and every
-accuracy is within ACCURACY_TOLERANCE and every loss within LOSS_TOLERANCE (absolute): the
-demo is seeded, but another CPU or library build may move the last digit. Exit status 0 when
-they agree, 2 with one line saying what differs, 2 when either file has no such table.
-Standard library only, so CI can run it with any Python 3.
+net agrees: a net the README shows at chance (test accuracy below AT_CHANCE_ACCURACY and
+training loss above AT_CHANCE_LOSS; log 10 = 2.303 is a uniform guess) must be at chance in the
+demo's output too, any other within ACCURACY_TOLERANCE in accuracy and LOSS_TOLERANCE in loss
+(absolute). The demo is seeded, but the CPU's matrix kernels (oneDNN picks them by instruction
+set and cache size) change its round-off, and the nets at the edge of training move with it:
+over six kernel configurations a trained net's accuracy moved from the README's by up to 0.041
+(plain, depth 10) and its loss by up to 0.029, while the plain depth-20 net, at chance in all
+six, moved between 0.100 and 0.187 (docs/results/demo.md, "On another CPU").
+Exit status 0 when they agree, 2 with one line saying what differs, 2 when either file has no
+such table. Standard library only, so CI can run it with any Python 3.
 """
 
 from __future__ import annotations
@@ -16,8 +22,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ACCURACY_TOLERANCE = 0.01
+ACCURACY_TOLERANCE = 0.05
 LOSS_TOLERANCE = 0.05
+AT_CHANCE_ACCURACY = 0.3
+AT_CHANCE_LOSS = 1.5
+KINDS = ("highway", "plain")
 HEADER = ["depth", "highway test acc", "plain test acc", "highway train loss",
           "plain train loss"]
 
@@ -42,6 +51,11 @@ def read_table(text: str) -> dict[int, dict[str, float]]:
     raise ValueError("no demo table (| " + " | ".join(HEADER) + " |)")
 
 
+def at_chance(accuracy: float, loss: float) -> bool:
+    """Whether a net with this test accuracy and training loss did not learn."""
+    return accuracy < AT_CHANCE_ACCURACY and loss > AT_CHANCE_LOSS
+
+
 def differences(expected: dict[int, dict[str, float]],
                 measured: dict[int, dict[str, float]]) -> list[str]:
     """What differs beyond the tolerances, one phrase each (empty when the tables agree)."""
@@ -49,12 +63,19 @@ def differences(expected: dict[int, dict[str, float]],
         return [f"depths {sorted(expected)} in the README, {sorted(measured)} printed"]
     out = []
     for depth in sorted(expected):
-        for column in HEADER[1:]:
-            tolerance = ACCURACY_TOLERANCE if "acc" in column else LOSS_TOLERANCE
-            want, got = expected[depth][column], measured[depth][column]
-            if abs(want - got) > tolerance + 1e-9:  # the tables' values have 3 decimals
-                out.append(f"depth {depth} {column} {got:.3f} printed, {want:.3f} in the README "
-                           f"(tolerance {tolerance})")
+        for kind in KINDS:
+            acc, loss = f"{kind} test acc", f"{kind} train loss"
+            want, got = expected[depth], measured[depth]
+            if at_chance(want[acc], want[loss]):
+                if not at_chance(got[acc], got[loss]):
+                    out.append(f"depth {depth} {kind} net trained (test acc {got[acc]:.3f}, "
+                               f"train loss {got[loss]:.3f}) where the README's is at chance "
+                               f"(acc below {AT_CHANCE_ACCURACY}, loss above {AT_CHANCE_LOSS})")
+                continue
+            for column, tolerance in ((acc, ACCURACY_TOLERANCE), (loss, LOSS_TOLERANCE)):
+                if abs(want[column] - got[column]) > tolerance + 1e-9:  # 3-decimal values
+                    out.append(f"depth {depth} {column} {got[column]:.3f} printed, "
+                               f"{want[column]:.3f} in the README (tolerance {tolerance})")
     return out
 
 
@@ -76,7 +97,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     print(f"check_demo_table: the demo's table matches {argv[0]}'s (accuracy within "
-          f"{ACCURACY_TOLERANCE}, loss within {LOSS_TOLERANCE})")
+          f"{ACCURACY_TOLERANCE}, loss within {LOSS_TOLERANCE}, those at chance still at chance)")
     return 0
 
 

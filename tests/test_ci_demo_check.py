@@ -50,17 +50,43 @@ def _run(tmp_path, readme: str, output: str) -> int:
     return check.main([str(tmp_path / "README.md"), str(tmp_path / "demo.txt")])
 
 
+def _demo_output_10(plain_10: str) -> str:
+    return _demo_output().replace("| 10 | 0.938 | 0.873 |", f"| 10 | 0.938 | {plain_10} |")
+
+
 def test_a_table_within_the_tolerances_passes(tmp_path, capsys):
-    # highway depth 10 is 0.004 off, the loss 0.04: inside 0.01 and 0.05
+    # highway depth 10 is 0.004 off, the loss 0.04: inside 0.05 and 0.05
     assert _run(tmp_path, README, _demo_output(loss_10="0.049")) == 0
     assert "matches" in capsys.readouterr().out
+    # the plain depth-20 net at chance in both, 0.1 apart (as CPUs' kernels move it)
+    assert _run(tmp_path, README, _demo_output(plain_20="0.279")) == 0
 
 
 def test_a_stale_table_fails_in_one_line_naming_the_cell(tmp_path, capsys):
-    assert _run(tmp_path, README, _demo_output(plain_20="0.160")) == 2
+    assert _run(tmp_path, README, _demo_output_10("0.820")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "depth 20 plain test acc 0.160 printed, 0.179 in the README (tolerance 0.01)" in err
+    assert "depth 10 plain test acc 0.820 printed, 0.873 in the README (tolerance 0.05)" in err
+
+
+def test_a_net_at_chance_in_the_readme_that_trains_fails(tmp_path, capsys):
+    assert _run(tmp_path, README, _demo_output(plain_20="0.300")) == 2
+    err = capsys.readouterr().err
+    assert "depth 20 plain net trained (test acc 0.300, train loss 2.121)" in err
+    # at chance takes both: a low accuracy with a loss that fell is a net that learned
+    assert _run(tmp_path, README, _demo_output().replace("| 0.179 | 0.043 | 2.121 |",
+                                                         "| 0.179 | 0.043 | 1.400 |")) == 2
+    assert "depth 20 plain net trained (test acc 0.179, train loss 1.400)" in (
+        capsys.readouterr().err)
+
+
+def test_at_chance_against_numpy_reference():
+    import numpy as np
+
+    accuracy, loss = np.meshgrid(np.linspace(0, 1, 21), np.linspace(0, 2.5, 26))
+    want = (accuracy < 0.3) & (loss > 1.5)
+    got = np.vectorize(check.at_chance)(accuracy, loss)
+    assert (got == want).all() and want.any() and not want.all()
 
 
 def test_a_loss_beyond_its_tolerance_fails(tmp_path, capsys):
