@@ -63,9 +63,9 @@ def differences(expected: dict[int, dict[str, float]],
         return [f"depths {sorted(expected)} in the README, {sorted(measured)} printed"]
     out = []
     for depth in sorted(expected):
+        want, got = expected[depth], measured[depth]
         for kind in KINDS:
             acc, loss = f"{kind} test acc", f"{kind} train loss"
-            want, got = expected[depth], measured[depth]
             if at_chance(want[acc], want[loss]):
                 if not at_chance(got[acc], got[loss]):
                     out.append(f"depth {depth} {kind} net trained (test acc {got[acc]:.3f}, "
