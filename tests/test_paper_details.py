@@ -46,3 +46,25 @@ def test_every_epoch_has_its_own_data_order_and_each_is_repeatable():
     assert not np.array_equal(epochs[1], epochs[2])
     np.testing.assert_array_equal(order(1), epochs[1])  # a resumed run sees the same epoch
     assert not np.array_equal(order(1, seed=1), epochs[1])
+
+
+def test_first_conv_stddev_starts_the_released_nets_first_conv_at_that_normal():
+    """Caffe's Gaussian filler reads `std` (default 1), not the prototxt's `value: 0.05`."""
+    keras.utils.set_random_seed(0)
+    released = zoo.load("highway_cifar10", first_conv_stddev=1.0)
+    keras.utils.set_random_seed(0)
+    default = zoo.load("highway_cifar10")
+    first = released.get_layer("stage1_conv").kernel.numpy()
+    assert first.size == 3 * 3 * 3 * 32
+    assert abs(first.std() - 1.0) < 0.07 and abs(first.mean()) < 0.1  # 864 draws
+    # He-normal elsewhere, and by default: sqrt(2 / fan_in), fan_in 3 * 3 * 3.
+    he = default.get_layer("stage1_conv").kernel.numpy().std()
+    assert abs(he - np.sqrt(2 / 27)) < 0.02
+    second = released.get_layer("stage2_conv").kernel.numpy().std()
+    assert abs(second - np.sqrt(2 / (9 * 32))) < 0.005
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "1"])
+def test_first_conv_stddev_refuses_what_is_not_a_positive_number(bad):
+    with pytest.raises(ValueError, match="first_conv_stddev must be a positive number"):
+        zoo.load("highway_cifar10", first_conv_stddev=bad)

@@ -194,7 +194,8 @@ def _cifar_stages(args):
 
 @register_family(
     "highway_cifar",
-    ("stage_widths", "highway_per_stage", "input_shape", "dropout") + _CONV_OVERRIDES,
+    ("stage_widths", "highway_per_stage", "input_shape", "dropout", "first_conv_stddev")
+    + _CONV_OVERRIDES,
     features=_cifar_features, stages=_cifar_stages,
 )
 def highway_cifar(
@@ -213,6 +214,7 @@ def highway_cifar(
     classifier_stddev=None,
     classifier_activation="softmax",
     dropout=CIFAR_DROPOUT,
+    first_conv_stddev=None,
     include_top=True,
     pooling=None,
 ):
@@ -227,7 +229,10 @@ def highway_cifar(
     Dense of the Table 2 head and the classifier are the top. `dropout`: the rate of each
     dropout layer (on the input, after each pool, before the classifier: 0.2 in the released
     net), or one rate for all; 0 turns dropout off, and every weights file loads whatever
-    the rates.
+    the rates. `first_conv_stddev`: None starts the first conv He-normal as every other conv;
+    a number starts it N(0, first_conv_stddev**2). The released 19-layer prototxt asks for
+    `gaussian` with `value: 0.05`, which Caffe's Gaussian filler ignores (it reads `std`,
+    default 1), so the authors' first conv started N(0, 1): `first_conv_stddev=1.0`.
     """
     import keras
 
@@ -237,6 +242,11 @@ def highway_cifar(
             f"Received: stage_widths={stage_widths!r}, "
             f"highway_per_stage={highway_per_stage!r}"
         )
+    if first_conv_stddev is not None and not (
+        isinstance(first_conv_stddev, int | float) and first_conv_stddev > 0
+    ):
+        raise ValueError("first_conv_stddev must be a positive number (or None: He-normal). "
+                         f"Received: first_conv_stddev={first_conv_stddev!r}")
     input_rate, *pool_rates, head_rate = _dropout_rates(
         dropout, (CIFAR_DROPOUT,) * (len(stage_widths) + 1)
     )
@@ -247,9 +257,12 @@ def highway_cifar(
         if s > 1:
             x = keras.layers.MaxPooling2D(2, 2, name=f"stage{s - 1}_pool")(x)
             x = keras.layers.Dropout(pool_rates[s - 2], name=f"stage{s - 1}_dropout")(x)
+        first = s == 1 and first_conv_stddev is not None
         x = keras.layers.Conv2D(
             width, 3, padding="same", activation="relu",
-            kernel_initializer=_init(CAFFE_XAVIER), name=f"stage{s}_conv",
+            kernel_initializer=(keras.initializers.RandomNormal(stddev=first_conv_stddev)
+                                if first else _init(CAFFE_XAVIER)),
+            name=f"stage{s}_conv",
         )(x)
         x = _highway_stack(
             x, n, highway_kernel_sizes, f"stage{s}", activation, transform_bias, variant
