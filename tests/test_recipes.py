@@ -89,8 +89,10 @@ def test_every_architecture_has_a_paper_recipe_and_a_quick_one():
         optimizer = make_optimizer(checked, 10)
         assert isinstance(optimizer, {"sgd": CaffeSGD, "adam": keras.optimizers.Adam}[
             recipe["optimizer"]]), name
+        # ... reaching its learning rate when its warm-up (if any) ends.
         schedule = learning_rate(checked, 10)
-        start = schedule(0) if callable(schedule) else schedule
+        warmup = round(checked["warmup_epochs"] * 10)
+        start = schedule(warmup) if callable(schedule) else schedule
         assert float(start) == pytest.approx(recipe["learning_rate"], rel=1e-6), name
     with pytest.raises(ValueError, match="use 'paper', 'quick' or one of"):
         recipe_name("adam_fc", "fast")
@@ -122,9 +124,12 @@ def test_every_recipe_field_is_a_train_flag():
         "--classifier-weight-decay-mult", "1", "--bias-lr-mult", "1",
         "--global-clipnorm", "none", "--augmentation", "none", "--lr-plateau-decay", "0.5",
         "--lr-plateau-min-improvement", "2", "--bptt-steps", "35",
+        "--lr-schedule", "multistep", "--warmup-epochs", "0", "--label-smoothing", "0.1",
+        "--ema-momentum", "none",
     ])
     given = recipe_overrides(args)
     assert set(given) == set(FIELD_NAMES)  # one flag per field
+    assert given["label_smoothing"] == 0.1 and given["ema_momentum"] is None
     assert given["lr_boundaries_epochs"] == [10, 20] and given["nesterov"] is False
     assert given["global_clipnorm"] is None  # "none" switches clipping off
     recipe = get_recipe("caffe_cifar", given)

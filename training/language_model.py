@@ -53,7 +53,7 @@ from training import timeline
 from training.callbacks import WordGateSummaries
 from training.checkpoints import Checkpoints, trained_iterations
 from training.data.text import Corpus, bptt_batches, load_corpus
-from training.recipes import get_recipe, recipe_name
+from training.recipes import IMAGE_DEFAULTS, get_recipe, recipe_name
 from training.run_core import RunSettings, Task, check_checkpoint_every, run
 from training.run_dir import RunDir, RunDirError
 from training.runtime import distribute, private_api, tensorflow_on_demand
@@ -161,6 +161,10 @@ def settle(name: str, corpus: str | os.PathLike | Corpus, *, recipe: str | None 
                          "trains on batches of that many time steps. Pass --bptt-steps.")
     if recipe_["augmentation"] != "none":
         raise ValueError("augmentation applies to images; a language model takes none.")
+    image_fields = [k for k, v in IMAGE_DEFAULTS.items() if recipe_[k] != v]
+    if image_fields:
+        raise ValueError(f"{', '.join(image_fields)} apply to image classifiers; a language "
+                         "model's rate follows its validation perplexity: leave them out.")
     if max_train_tokens is not None and (not isinstance(max_train_tokens, int)
                                          or max_train_tokens < 1):
         raise ValueError(f"max_train_tokens must be a positive integer. "

@@ -23,6 +23,7 @@ from zoo.recipes import QUICK_RECIPES, RECIPES
 # The names `training.data.augment.get` implements; listed here, where the recipe field and its
 # CLI flag offer them, so that building the flags needs no TensorFlow.
 AUGMENTATIONS = ("none", "pad_crop_flip", "pad4_crop_flip", "random_resized_crop_flip")
+LR_SCHEDULES = ("multistep", "cosine")
 
 def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """A CLI parser that also accepts "none" (the field switched off)."""
@@ -82,6 +83,18 @@ FIELDS: tuple[Field, ...] = (
     Field("bias_lr_mult", float, "learning-rate multiplier of biases (Caffe lr_mult; SGD only)"),
     Field("global_clipnorm", _optional(float), "clip the global gradient norm ('none': off)"),
     Field("augmentation", str, "training-time augmentation", choices=AUGMENTATIONS),
+    Field("lr_schedule", str,
+          "multistep: the base rate times --lr-decay at each of --lr-boundaries (Caffe's); "
+          "cosine: a linear warm-up from 0 over --warmup-epochs, then a cosine decay to 0 at "
+          "the last epoch", choices=LR_SCHEDULES),
+    Field("warmup_epochs", float, "cosine schedule: epochs of linear warm-up (0: none)"),
+    Field("label_smoothing", float,
+          "image classifiers: the cross-entropy's target puts 1 - s on the label and s/K on "
+          "each of the K classes (0: none)"),
+    Field("ema_momentum", _optional(float),
+          "image classifiers, SGD: keep an exponential moving average of the weights "
+          "(this momentum per step); it is what each epoch's test pass evaluates and what the "
+          "run saves ('none': off)"),
     # Language models (training.language_model) only:
     Field("lr_plateau_decay", _optional(float),
           "language models: multiply the rate by this after an epoch whose validation "
@@ -93,9 +106,14 @@ FIELDS: tuple[Field, ...] = (
 )
 FIELD_NAMES = tuple(f.name for f in FIELDS)
 # Fields the image recipes leave out: their values there.
-FIELD_DEFAULTS = {"lr_plateau_decay": None, "lr_plateau_min_improvement": 1.0,
-                  "bptt_steps": None}
-LANGUAGE_MODEL_FIELDS = tuple(FIELD_DEFAULTS)
+LANGUAGE_MODEL_DEFAULTS = {"lr_plateau_decay": None, "lr_plateau_min_improvement": 1.0,
+                           "bptt_steps": None}
+LANGUAGE_MODEL_FIELDS = tuple(LANGUAGE_MODEL_DEFAULTS)
+# Fields the language models and the papers' recipes leave out: their values there (a run
+# recorded before a field existed had this value).
+IMAGE_DEFAULTS = {"lr_schedule": "multistep", "warmup_epochs": 0, "label_smoothing": 0.0,
+                  "ema_momentum": None}
+FIELD_DEFAULTS = {**LANGUAGE_MODEL_DEFAULTS, **IMAGE_DEFAULTS}
 # Descriptive keys a recipe may carry besides its settings.
 INFO_KEYS = ("source", "purpose", "paper_recipe", "authors_seed")
 
@@ -174,11 +192,9 @@ def _fail(recipe: dict[str, Any], key: str, expected: str) -> None:
     )
 
 
-def check_recipe(recipe: dict[str, Any]) -> None:
-    """Raises ValueError naming the first setting of `recipe` that is missing or invalid."""
-    missing = [f for f in FIELD_NAMES if f not in recipe]
-    if missing:
-        raise ValueError(f"Recipe {recipe.get('name', '?')!r} lacks {', '.join(missing)}.")
+def _number_checker(recipe: dict[str, Any]) -> Callable[..., None]:
+    """`number(key, low, open_low=False, high=inf)`: fails unless recipe[key] is a finite
+    number in the range."""
 
     def number(key: str, low: float, *, open_low: bool = False, high: float = math.inf):
         value = recipe[key]
@@ -193,6 +209,16 @@ def check_recipe(recipe: dict[str, Any]) -> None:
                 bound += f" and <= {high}"
             _fail(recipe, key, f"a finite number {bound}")
 
+    return number
+
+
+def check_recipe(recipe: dict[str, Any]) -> None:
+    """Raises ValueError naming the first setting of `recipe` that is missing or invalid."""
+    missing = [f for f in FIELD_NAMES if f not in recipe]
+    if missing:
+        raise ValueError(f"Recipe {recipe.get('name', '?')!r} lacks {', '.join(missing)}.")
+
+    number = _number_checker(recipe)
     for f in FIELDS:
         if f.choices and recipe[f.name] not in f.choices:
             _fail(recipe, f.name, f"one of {', '.join(f.choices)}")
@@ -205,6 +231,7 @@ def check_recipe(recipe: dict[str, Any]) -> None:
     number("bias_lr_mult", 0, open_low=True)
     if recipe["global_clipnorm"] is not None:
         number("global_clipnorm", 0, open_low=True)
+    _check_modern_fields(recipe)
     boundaries = recipe["lr_boundaries_epochs"] or []
     if any(not isinstance(b, (int, float)) or b <= 0 for b in boundaries) or any(
         a >= b for a, b in zip(boundaries, boundaries[1:])
@@ -232,6 +259,25 @@ def check_recipe(recipe: dict[str, Any]) -> None:
                 "1 with Adam: Adam divides each gradient by its own running scale, so "
                 "Caffe's lr_mult (a gradient scale under SGD) does not apply",
             )
+
+
+def _check_modern_fields(recipe: dict[str, Any]) -> None:
+    """The warm-up and cosine schedule, label smoothing and the weight average."""
+    number = _number_checker(recipe)
+    if recipe["lr_schedule"] == "cosine" and recipe["lr_boundaries_epochs"]:
+        _fail(recipe, "lr_boundaries_epochs",
+              "empty ('none') with lr_schedule cosine, which decays smoothly to zero")
+    number("warmup_epochs", 0)
+    if recipe["warmup_epochs"] and recipe["lr_schedule"] != "cosine":
+        _fail(recipe, "warmup_epochs", "0 unless lr_schedule is cosine")
+    if recipe["warmup_epochs"] >= recipe["epochs"]:
+        _fail(recipe, "warmup_epochs", f"fewer than the {recipe['epochs']} epochs")
+    number("label_smoothing", 0, high=0.999)
+    if recipe["ema_momentum"] is not None:
+        number("ema_momentum", 0, open_low=True, high=0.999999)
+        if recipe["optimizer"] != "sgd":
+            _fail(recipe, "ema_momentum", "none with optimizer adam (the weight average is "
+                  "kept by the SGD optimizer)")
 
 
 def add_recipe_flags(parser: argparse.ArgumentParser) -> None:

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from training.recipes import FIELD_NAMES
+from training.recipes import FIELD_DEFAULTS, FIELD_NAMES
 from zoo.files import write_text
 from zoo.weights import MODEL_FILE, WEIGHTS_FILE, hash_path
 
@@ -125,7 +125,8 @@ def run_config(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "architecture": record.get("architecture"),
         "overrides": record.get("overrides"),
-        "recipe": {k: recipe.get(k) for k in ("name", *FIELD_NAMES)},
+        # A field a run's record lacks (recorded before the field existed) had its default.
+        "recipe": {k: recipe.get(k, FIELD_DEFAULTS.get(k)) for k in ("name", *FIELD_NAMES)},
         "seed": record.get("seed"),
         "dataset": record.get("dataset"),
     }

@@ -63,8 +63,9 @@ from training.callbacks import GateSummaries
 from training.checkpoints import trained_iterations
 from training.data import Dataset, Examples, load_dataset
 from training.data.pipeline import EVALUATION_BATCH, evaluation_batches, training_batches
-from training.optimizers import apply_weight_decay, is_bias, make_optimizer
-from training.recipes import FIELD_DEFAULTS, get_recipe, recipe_name
+from training.evaluation import flip_averaged_accuracy
+from training.optimizers import apply_weight_decay, is_bias, make_loss, make_optimizer
+from training.recipes import LANGUAGE_MODEL_DEFAULTS, get_recipe, recipe_name
 from training.run_core import (
     NonFiniteLossError,
     RunSettings,
@@ -233,7 +234,7 @@ def _checked(name: str, recipe: dict[str, Any], checkpoint_every: int | None,
              ) -> tuple[keras.callbacks.Callback, ...]:
     """Refuses the language models' recipe fields, a bad `checkpoint_every` and callbacks that
     are not Keras's; the callbacks as a tuple."""
-    lm_fields = [k for k, v in FIELD_DEFAULTS.items() if recipe[k] != v]
+    lm_fields = [k for k, v in LANGUAGE_MODEL_DEFAULTS.items() if recipe[k] != v]
     if lm_fields:
         raise ValueError(f"{', '.join(lm_fields)} apply to language models; {name} is an "
                          "image classifier: leave them out.")
@@ -265,7 +266,7 @@ class ImageTask(Task):
             self.decay = apply_weight_decay(model, recipe)
             model.compile(
                 optimizer=make_optimizer(recipe, settings.steps_per_epoch),
-                loss=keras.losses.SparseCategoricalCrossentropy(),
+                loss=make_loss(recipe),
                 metrics=["accuracy"],
             )
             model.optimizer.build(model.trainable_variables)  # its variables under the strategy
@@ -290,16 +291,22 @@ class ImageTask(Task):
         distribute.prepare_model(model, self.settings.strategy, self.batches(0, 0)["x"])
 
     def callbacks(self, run_dir: RunDir, history: list[dict]) -> list[keras.callbacks.Callback]:
+        # With a weight average, each epoch's test pass ("val_" metrics) evaluates it.
+        average = ([keras.callbacks.SwapEMAWeights()]
+                   if self.settings.recipe["ema_momentum"] is not None else [])
         if not (self.gate_summaries and self.settings.role.is_chief):  # one set per run
-            return []
+            return average
         # Before the checkpoint: an epoch whose checkpoint exists has its summaries.
-        return [GateSummaries(run_dir.tensorboard_dir, _pairs(self.data.test),
-                              final_epoch=self.settings.epochs)]
+        return [*average, GateSummaries(run_dir.tensorboard_dir, _pairs(self.data.test),
+                                        final_epoch=self.settings.epochs)]
 
     def final_metrics(self, model: keras.Model, history: list[dict],
                       train_seconds: float) -> dict[str, Any]:
+        recipe = self.settings.recipe
+        if recipe["ema_momentum"] is not None:  # the run ends with (and saves) the average
+            model.optimizer.put_average_in(model.trainable_variables)
         last = history[-1]  # its val_* come from the final weights: no second test pass
-        return {
+        metrics = {
             "test_accuracy": last["val_accuracy"],
             "test_loss": last["val_loss"],
             "final_train_loss": last["loss"],
@@ -307,7 +314,14 @@ class ImageTask(Task):
             "train_seconds": round(train_seconds, 2),
             "epochs": self.settings.epochs,
             "iterations": trained_iterations(model),
+            "precision": model.dtype_policy.name,
+            "weights": ("moving average of the weights, momentum "
+                        f"{recipe['ema_momentum']} per step"
+                        if recipe["ema_momentum"] is not None else "the last step's"),
         }
+        if isinstance(self.data.test, Examples):  # a second view, reported beside the first
+            metrics["test_accuracy_flip_average"] = flip_averaged_accuracy(model, self.data.test)
+        return metrics
 
     def save(self, model: keras.Model, run_dir: RunDir, metrics: dict[str, Any],
              run: dict[str, Any]) -> None:
