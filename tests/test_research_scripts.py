@@ -18,6 +18,7 @@ from benchmarks.research import (
     embedding_spread,
     fig1_gates,
     float16_check,
+    jpeg_cost,
     lesion_h,
     lm_states,
     lm_states_page,
@@ -480,3 +481,24 @@ def test_run_fit_scores_the_net_where_the_run_stands(tmp_path, capsys):
         run_fit.main([str(tmp_path / "nothing"), "--data-dir", str(data)])
     assert exit_.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_jpeg_cost_reencodes_measures_and_extends_its_line_to_zero_error():
+    rng = np.random.default_rng(0)
+    # Smooth images (a gradient and noise): JPEG keeps them at a high quality, not at a low one.
+    base = np.linspace(0, 200, 32)[None, :, None, None] + np.zeros((4, 32, 32, 3))
+    images = np.clip(base + rng.normal(0, 20, base.shape), 0, 255).astype("uint8")
+    high, low = jpeg_cost.reencode(images, 95), jpeg_cost.reencode(images, 20)
+    assert high.shape == images.shape and high.dtype == np.uint8
+    assert jpeg_cost.added_mse(images, images) == 0
+    assert 0 < jpeg_cost.added_mse(images, high) < jpeg_cost.added_mse(images, low)
+    # Points on accuracy = 0.9 - 0.001 * (copy's error + added): the line is found again.
+    added = [0.0, 76.0, 100.0]
+    accuracy = [0.9 - 0.001 * (jpeg_cost.COPY_MSE + a) for a in added]
+    line = jpeg_cost.extrapolate(added, accuracy)
+    assert line["at_zero_error"] == pytest.approx(0.9)
+    assert line["cost_of_the_copy"] == pytest.approx(0.001 * jpeg_cost.COPY_MSE)
+    assert line["at_the_copy"] == pytest.approx(accuracy[0])
+    assert line["rms_residual"] == pytest.approx(0, abs=1e-12)
+    # 30.5 dB against the original pixels, as the data's README measured.
+    assert 10 * np.log10(255**2 / jpeg_cost.COPY_MSE) == pytest.approx(30.5)
