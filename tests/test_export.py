@@ -54,6 +54,9 @@ def keras_reference(model: keras.Model, x: np.ndarray) -> dict[str, dict[str, np
     for layer, layer_input in zip(gated, layer_inputs):
         t = np.asarray(layer.transform_gate(layer_input))
         gates[layer.name] = t.reshape(len(x), -1).mean(axis=1)
+    # classify: every class by falling probability (ties: the lower id first), named.
+    labels = np.array(model.metadata["class_names"] or range(probabilities.shape[-1]), "S")
+    order = np.argsort(-probabilities, axis=-1, kind="stable")
     return {
         "serving_default": {
             "probabilities": probabilities,
@@ -61,13 +64,18 @@ def keras_reference(model: keras.Model, x: np.ndarray) -> dict[str, dict[str, np
         },
         "logits": {"logits": logits},
         "gates": gates,
+        "classify": {"classes": labels[order],
+                     "scores": np.take_along_axis(probabilities, order, axis=-1)},
     }
 
 
 def assert_outputs_match(got: dict, expected: dict) -> None:
     assert sorted(got) == sorted(expected)
     for key, value in expected.items():
-        if value.dtype == np.int64:
+        if value.dtype.kind == "S":  # TensorFlow's strings come as an object array of bytes
+            np.testing.assert_array_equal(np.asarray(got[key]).astype(value.dtype), value,
+                                          err_msg=key)
+        elif value.dtype == np.int64:
             np.testing.assert_array_equal(got[key], value, err_msg=key)
         else:
             np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=key)
@@ -143,12 +151,13 @@ def test_signatures_have_named_inputs_and_outputs(models, exported):
     _, paths = exported
     for name, path in paths.items():
         loaded = tf.saved_model.load(str(path))
-        assert sorted(loaded.signatures) == ["gates", "logits", "serving_default"]
+        assert sorted(loaded.signatures) == ["classify", "gates", "logits", "serving_default"]
         gate_names = [layer.name for layer in export_module.highway_layers(models[name])]
         expected_outputs = {
             "serving_default": {"probabilities": tf.float32, "class_ids": tf.int64},
             "logits": {"logits": tf.float32},
             "gates": {layer: tf.float32 for layer in gate_names},
+            "classify": {"classes": tf.string, "scores": tf.float32},
         }
         for signature, outputs in expected_outputs.items():
             fn = loaded.signatures[signature]
@@ -190,6 +199,9 @@ FRESH_PROCESS = textwrap.dedent(
         for signature, fn in loaded.signatures.items():
             for key, value in fn(pixels=tf.constant(x)).items():
                 expected = cases[f"{name}/{signature}/{key}"]
+                if value.dtype == tf.string:  # classify's class names
+                    np.testing.assert_array_equal(value.numpy().astype(expected.dtype), expected)
+                    continue
                 assert value.dtype.as_numpy_dtype == expected.dtype, (signature, key)
                 np.testing.assert_allclose(value.numpy(), expected, rtol=1e-5, atol=1e-6)
         # A wrong-rank image must fail the call, not abort the process (oneDNN's conv CHECK).
@@ -299,7 +311,7 @@ def test_warmup_requests_parse_and_run(exported):
     loaded = tf.saved_model.load(str(path))
     records = list(tf.data.TFRecordDataset(str(path / "assets.extra" /
                                                "tf_serving_warmup_requests")))
-    assert len(records) == 3
+    assert len(records) == 4
     seen = []
     for record in records:
         log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
@@ -310,7 +322,7 @@ def test_warmup_requests_parse_and_run(exported):
         assert list(inputs) == ["pixels"] and inputs["pixels"].shape == (1, 28, 28, 1)
         outputs = loaded.signatures[request.model_spec.signature_name](**inputs)
         assert all(v.shape[0] == 1 for v in outputs.values())
-    assert sorted(seen) == ["gates", "logits", "serving_default"]
+    assert sorted(seen) == ["classify", "gates", "logits", "serving_default"]
 
 
 def test_provenance_is_recorded(models, exported, tmp_path):
@@ -320,6 +332,7 @@ def test_provenance_is_recorded(models, exported, tmp_path):
     assert record["variables_sha256"] == variables_sha256(models[FC])
     assert record["input"]["name"] == "pixels" and record["input"]["shape"] == [None, 28, 28, 1]
     assert sorted(record["signatures"]["gates"]) == ["highway_1", "highway_2"]
+    assert record["class_names"] == [str(d) for d in range(10)]  # MNIST's, what classify says
 
     # By name with a run directory (what --weights RUN_DIR does): the weights' sha256 is recorded.
     run_dir = tmp_path / "run"
@@ -357,7 +370,7 @@ def test_a_stacked_net_exports_the_per_layer_nets_gates(tmp_path):
     x = pixels(6, seed=3)
     expected = keras_reference(per_layer, x)
     loaded = tf.saved_model.load(str(paths["stacked"]))
-    assert sorted(loaded.signatures) == ["gates", "logits", "serving_default"]
+    assert sorted(loaded.signatures) == ["classify", "gates", "logits", "serving_default"]
     gates = loaded.signatures["gates"]
     assert sorted(gates.structured_outputs) == layers
     assert all(v.dtype == tf.float32 and v.shape.as_list() == [None]
@@ -386,7 +399,7 @@ def test_a_mixed_precision_net_exports_the_float32_signatures(tmp_path, stacked)
     loaded = tf.saved_model.load(str(path))
     for name, signature in loaded.signatures.items():
         for output, spec in signature.structured_outputs.items():
-            expected = tf.int64 if output == "class_ids" else tf.float32
+            expected = {"class_ids": tf.int64, "classes": tf.string}.get(output, tf.float32)
             assert spec.dtype == expected, (name, output, spec.dtype)
     gates = loaded.signatures["gates"](pixels=tf.constant(pixels(6, seed=3)))
     assert sorted(gates) == ["highway_1", "highway_2", "highway_3"]
@@ -433,7 +446,8 @@ def test_cli_export(tmp_path, capsys):
     assert main(["export", "plain_fc10_mnist", "--random-weights", "--base-dir", str(base)]) == 0
     assert f"{base / 'plain_fc10_mnist' / '1'}" in capsys.readouterr().out
     loaded = tf.saved_model.load(str(base / "plain_fc10_mnist" / "1"))
-    assert sorted(loaded.signatures) == ["logits", "serving_default"]  # no gates in a plain net
+    # No gates in a plain net.
+    assert sorted(loaded.signatures) == ["classify", "logits", "serving_default"]
     assert main(["export", "plain_fc10_mnist", "--random-weights", "--base-dir", str(base),
                  "--version", "1"]) == 2
     assert "never overwritten" in capsys.readouterr().err
@@ -472,7 +486,7 @@ def test_a_request_above_the_max_batch_fails_with_a_clear_error(models, exported
     path = zoo.export(models[FC], base_dir=tmp_path, max_batch=4, batching_config=True,
                       warmup=False)
     loaded = tf.saved_model.load(str(path))
-    for signature in ("serving_default", "logits", "gates"):
+    for signature in ("serving_default", "logits", "gates", "classify"):
         fn = loaded.signatures[signature]
         assert len(fn(pixels=tf.constant(pixels(4)))) >= 1  # up to the max: answered
         with pytest.raises(tf.errors.InvalidArgumentError,

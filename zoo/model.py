@@ -17,6 +17,7 @@ import keras
 
 from zoo import registry
 from zoo.char_lm.tokenizer import CharLMTokenizer
+from zoo.class_names import class_names
 
 
 @contextlib.contextmanager
@@ -136,6 +137,10 @@ class HighwayZooModel(keras.Model):
             meta["input_shape"] = list(args["input_shape"])
             # Without the top the output is the features, not class probabilities.
             meta["classes"] = args["classes"] if args.get("include_top", True) else None
+        # A classifier given its own classes=N learns the user's classes, whose names the zoo
+        # cannot know (even N equal to the dataset's): those answer with ids.
+        meta["class_names"] = None if "classes" in self.overrides else class_names(
+            meta.get("dataset"), meta.get("classes"))
         return meta
 
     def _trained_params(self) -> int:

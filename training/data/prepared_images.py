@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo.class_names import CLASS_NAMES
 from zoo.files import sha256_of
 
 RECORD_FILE = "images.json"
@@ -81,7 +82,7 @@ CIFAR10_BINARY = "cifar-10-binary.tar.gz"
 
 DATASETS: dict[str, ImageDataset] = {
     "mnist": ImageDataset(
-        classes=tuple(str(d) for d in range(10)), size=(28, 28), mode="L",
+        classes=CLASS_NAMES["mnist"], size=(28, 28), mode="L",
         counts={"train": 60000, "test": 10000},
         # tensorflow_datasets/image_classification/mnist checksums (the CVDF mirror)
         standard={
@@ -95,9 +96,8 @@ DATASETS: dict[str, ImageDataset] = {
                 "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"},
         }),
     "cifar10": ImageDataset(
-        classes=("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
-                 "ship", "truck"),
-        size=(32, 32), mode="RGB", counts={"train": 50000, "test": 10000},
+        classes=CLASS_NAMES["cifar10"], size=(32, 32), mode="RGB",
+        counts={"train": 50000, "test": 10000},
         standard={
             # tensorflow_datasets/image_classification/cifar10 checksums
             CIFAR10_BINARY: {"bytes": 170052171, "sha256":

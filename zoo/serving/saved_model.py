@@ -24,6 +24,12 @@ as stored in the dataset (the preprocessing is inside the graph):
   (for gru_gate layers, GTrXL's update gate z; the static skips have none, as plain layers).
   A `HighwayStack`'s layers each get their own output, named as in the per-layer net
   (``highway_1``, ...; `zoo.analysis.highway_layers`), computed by one loop over the stack.
+- ``classify``: TF Serving's classify outputs, ``classes`` string ``[batch, classes]`` and
+  ``scores`` float32 ``[batch, classes]``: every class, best first, named as
+  ``model.metadata["class_names"]`` names them (`zoo.class_names`; ``"0"``, ``"1"``, ... for
+  a net without names). It takes ``pixels`` like the others, so a client calls it through
+  the Predict API (``signature_name="classify"``), not the Classify RPC (which sends
+  ``tf.Example``s).
 
 A version is written to a hidden temporary directory beside the version directories and
 renamed into place, so a server polling the directory never sees a half-written version;
@@ -46,11 +52,13 @@ from pathlib import Path
 from typing import Any
 
 from zoo.serving.signatures import (
+    CLASSIFY,
     INPUT_NAME,
     SIGNATURES,
     TMP_PREFIX,
     highway_layers,
     input_shape_of,
+    model_class_names,
     provenance,
 )
 from zoo.serving.signatures import build_archive as _build_archive
@@ -195,7 +203,7 @@ def _export_saved_model(model, base: Path, name: str, version: int | None, weigh
     if vocabulary is not None:
         archive, signatures = lm_export.build_archive(model, vocabulary, max_batch)
     else:
-        archive, signatures = _build_archive(model, max_batch)
+        archive, signatures = _build_archive(model, max_batch, classify=True)
     target = _write_version(model_dir, version, name, archive, signatures, model,
                             weights_record, warmup, vocabulary, max_batch)
     write_model_config(base, previous_config)
@@ -367,9 +375,10 @@ def _weights_record(name: str, weights) -> dict[str, Any]:
 
     if weights is None:
         return {"source": None, "sha256": None, "random_init": True}
-    if weights == "default":
-        entry = pretrained.record(name)
-        return {"source": "default", "file": entry["file"], "sha256": entry["sha256"]}
+    if isinstance(weights, str) and (weights == "default" or weights in pretrained.tags(name)):
+        tag = pretrained.resolve(name, weights)
+        entry = pretrained.record(name, tag)
+        return {"source": weights, "tag": tag, "file": entry["file"], "sha256": entry["sha256"]}
     path = Path(weights)
     weights_path = read_model_dir(path, expected=name)[0] if path.is_dir() else path
     return {"source": str(path.resolve()), "sha256": verify(weights_path)}
@@ -417,6 +426,7 @@ def _write_records(path: str | os.PathLike, logs: list) -> Path:
 
 def _provenance(model, name: str, weights_record: dict, warmup: bool,
                 vocabulary: dict | None = None) -> dict[str, Any]:
+    names = {}
     if vocabulary is not None:  # a language model: words in
         from zoo.serving import language_model as lm_export
 
@@ -424,8 +434,11 @@ def _provenance(model, name: str, weights_record: dict, warmup: bool,
         outputs = lm_export.output_record(vocabulary)
     else:
         input_, outputs = _image_records(model)
+        # What `classify` answers with, for `highway-zoo predict` (None: the ids).
+        classes = int(model.get_layer("logits").output.shape[-1])
+        names = {"class_names": model_class_names(model, classes)}
     return provenance(model, name, weights_record, input_, ("signatures", outputs),
-                      warmup_requests=WARMUP_FILE if warmup else None)
+                      warmup_requests=WARMUP_FILE if warmup else None, **names)
 
 
 def _image_records(model) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
@@ -440,6 +453,9 @@ def _image_records(model) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
     }
     if gated:
         outputs["gates"] = {layer: "float32 [batch]" for layer in gated}
+    outputs[CLASSIFY] = {"classes": "string [batch, classes]: class names, best first "
+                                    "(ids where the model names none)",
+                         "scores": "float32 [batch, classes]: their probabilities"}
     return ({"name": INPUT_NAME, "dtype": "float32", "shape": [None, *shape],
              "values": "raw pixel values 0-255 as stored in the dataset"}, outputs)
 

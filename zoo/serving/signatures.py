@@ -16,6 +16,9 @@ from typing import Any
 
 INPUT_NAME = "pixels"
 SIGNATURES = ("serving_default", "logits", "gates")
+# The SavedModel's signature of TF Serving's classify outputs (string `classes`, float
+# `scores`); TFLite and ONNX files go without it (string outputs).
+CLASSIFY = "classify"
 # Versions are written under this prefix beside the version directories, then renamed.
 TMP_PREFIX = ".tmp-"
 
@@ -80,9 +83,21 @@ def provenance(model, name: str, weights_record: dict, input_: dict[str, Any],
     }
 
 
-def signature_fns(model, max_batch: int | None = None) -> dict[str, Callable]:
+def model_class_names(model, classes: int) -> list[str] | None:
+    """The names of the model's `classes` classes (`model.metadata["class_names"]`); None
+    for a model without them, or with names that do not fit its output."""
+    names = (getattr(model, "metadata", None) or {}).get("class_names")
+    if not isinstance(names, (list, tuple)) or len(names) != classes \
+            or not all(isinstance(n, str) for n in names):
+        return None
+    return list(names)
+
+
+def signature_fns(model, max_batch: int | None = None,
+                  classify: bool = False) -> dict[str, Callable]:
     """The endpoint functions, each taking `pixels` and returning a dict of named tensors;
-    with `max_batch`, a request of more images fails with an error saying so."""
+    with `max_batch`, a request of more images fails with an error saying so; with
+    `classify`, also TF Serving's classify outputs, for clients that want labels."""
     import keras
     import tensorflow as tf
 
@@ -144,20 +159,33 @@ def signature_fns(model, max_batch: int | None = None) -> dict[str, Callable]:
                 activity[source.name] = tf.reduce_mean(t, axis=list(range(1, len(t.shape))))
         return activity
 
+    classes = int(logits_layer.output.shape[-1])
+    # TF Serving's convention: labels as strings, a net without names gives its ids.
+    labels = model_class_names(model, classes) or [str(c) for c in range(classes)]
+
+    def classify_(pixels):
+        # Every class, best first (top_k keeps the lower id first on a tie, as argmax picks
+        # it): `classes[:, 0]` is serving_default's class_ids, named; a client keeps the
+        # first k.
+        scores, ids = tf.math.top_k(serving_default(pixels)["probabilities"], k=classes)
+        return {"classes": tf.gather(tf.constant(labels), ids), "scores": scores}
+
     fns = {"serving_default": serving_default, "logits": logits}
     if gated:  # a plain net has no gates; TF Serving refuses a signature with no outputs
         fns["gates"] = gates
+    if classify:
+        fns[CLASSIFY] = classify_
     return fns
 
 
-def build_archive(model, max_batch: int | None = None):
+def build_archive(model, max_batch: int | None = None, classify: bool = False):
     import keras
     import tensorflow as tf
 
     spec = [tf.TensorSpec([None, *input_shape_of(model)], tf.float32, name=INPUT_NAME)]
     archive = keras.export.ExportArchive()
     archive.track(model)
-    fns = signature_fns(model, max_batch)
+    fns = signature_fns(model, max_batch, classify)
     for endpoint, fn in fns.items():
         archive.add_endpoint(endpoint, fn, input_signature=spec)
     return archive, list(fns)
