@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from highway_zoo.cli.args import DTYPE_POLICIES, add_data_dir, positive
@@ -12,7 +13,8 @@ def _export_arguments(p) -> None:
     p.description = (
         "Exports a zoo network as a TensorFlow SavedModel in TF Serving's layout "
         "(BASE_DIR/NAME/VERSION), with signatures serving_default (probabilities, class_ids), "
-        "logits and gates, warm-up requests and provenance, and rewrites "
+        "logits, gates and classify (classes: the class names, best first; scores), warm-up "
+        "requests and provenance, and rewrites "
         "BASE_DIR/models.config to list every model there. Versions are never overwritten. "
         "A language model (lstm_char_*, --weights RUN_DIR) takes words and returns the next "
         "word's probabilities (docs/guide/export.md). --format tflite or onnx writes one file, "
@@ -97,29 +99,45 @@ def export(args) -> None:
 def _predict_arguments(p) -> None:
     p.description = (
         "Loads an exported SavedModel with tf.saved_model.load and prints, per image, the "
-        "predicted class and the top probabilities. IMAGE: a PNG, or a .npy holding one image "
-        "or a batch, of raw pixel values 0-255. For an exported language model, the "
-        "arguments are the words of a sentence, and it prints the most probable next words "
-        "(at most 5).")
+        "predicted class by name (with its id) and the top probabilities, e.g. "
+        "'cat.jpg: cat (class 3)  top-3: cat 0.930, dog 0.051, frog 0.009'; a net without "
+        "class names (its own classes=N) prints ids. IMAGE: a picture (JPEG, PNG, GIF, BMP, "
+        "WebP; alpha dropped, grey or RGB made what the model takes) of the model's size, or "
+        "a .npy holding one image or a batch, of raw pixel values 0-255. For an exported "
+        "language model, the arguments are the words of a sentence, and it prints the most "
+        "probable next words (at most 5).")
     p.add_argument("--model-dir", required=True, metavar="DIR",
                    help="a version directory, e.g. exported/highway_fc10_mnist/1")
     p.add_argument("images", nargs="+", metavar="IMAGE",
-                   help="PNG or .npy files (a language model: WORD ...)")
+                   help="pictures or .npy files (a language model: WORD ...)")
     p.add_argument("--top", type=positive, default=3,
                    help="how many classes to show (default 3)")
+    p.add_argument("--resize", action="store_true",
+                   help="resize pictures of another size to the model's: bilinear, "
+                   "antialiased (tf.image.resize), the aspect ratio not kept; without it "
+                   "they are refused")
 
 
 def predict(args) -> None:
     from zoo.serving.predict import NextWords
     from zoo.serving.predict import predict as predict_
 
-    for result in predict_(args.model_dir, args.images, top=args.top):
+    results = predict_(args.model_dir, args.images, top=args.top, resize=args.resize)
+    if any(not isinstance(r, NextWords) and r.class_names is None for r in results):
+        print(f"note: {args.model_dir} names no classes (a net given its own classes=N, or "
+              "exported before class names): printing class ids.", file=sys.stderr)
+    for result in results:
         if isinstance(result, NextWords):
             top = ", ".join(f"{w}: {p:.3f}" for w, p in result.top)
             print(f"{' '.join(result.context)} -> {top}")
             continue
-        top = ", ".join(f"{c}: {p:.3f}" for c, p in result.top)
-        print(f"{result.source}: class {result.class_id}  (top-{len(result.top)}: {top})")
+        if result.class_names is None:
+            top = ", ".join(f"{c} {p:.3f}" for c, p in result.top)
+            print(f"{result.source}: class {result.class_id}  top-{len(result.top)}: {top}")
+            continue
+        top = ", ".join(f"{result.class_names[c]} {p:.3f}" for c, p in result.top)
+        print(f"{result.source}: {result.class_name} (class {result.class_id})  "
+              f"top-{len(result.top)}: {top}")
 
 
 def _generate_arguments(p) -> None:
