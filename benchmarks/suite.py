@@ -10,8 +10,9 @@ pipeline a few; trial_memory 5, timed 2026-11-25; whole_process about 4, estimat
 processes a repeat, 3 repeats; models_table 16 minutes idle (945 s, 2026-11-28;
 52 with the cores shared); quantization about 20 for the 14 shipped models, timed
 2026-11-26 with the cores shared, 3 in the quick set; language_model about 6, estimated:
-Small's three nets, 5 repeats of 40 steps, on two backends); about 2.5-3 h in all, longer when
-shared. The GPU set (`--gpu`) is below.
+Small's three nets, 5 repeats of 40 steps, on two backends; conv_precision about 50,
+estimated from a smoke run's step times: 6 nets x 2 precisions x 2 frameworks x 5 repeats of
+23 steps); about 3.5-4 h in all, longer when shared. The GPU set (`--gpu`) is below.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from benchmarks import driver
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PAGE_DIR = driver.ROOT / "docs" / "results" / "bench"  # tables and figures the site includes
 
 # (script, its results file, arguments): the quick set measures every kind of number once,
 # on fewer repeats. The conv script runs twice: the MNIST and CIFAR nets on every backend, the
@@ -51,6 +53,9 @@ QUICK = [
     ("conv_peer", "conv_peer", ["--models", "highway_conv16_mnist", "--steps", "3",
                                 "--warmup", "1", "--repeats", "1"]),
     ("language_model", "language_model", ["--steps", "5", "--repeats", "1"]),
+    ("conv_precision", "conv_precision", ["--models", "highway_conv16_mnist", "--steps", "2",
+                                          "--warmup", "1", "--repeats", "1",
+                                          "--batch-size", "16"]),
 ]
 FULL = [
     ("headline", "headline", []),
@@ -67,6 +72,9 @@ FULL = [
     ("quantization", "quantization", []),
     ("conv_peer", "conv_peer", []),
     ("language_model", "language_model", ["--backends", "tensorflow,jax"]),
+    # float32 and mixed bfloat16 against PyTorch in both (issue 72); its table and figure are
+    # the site's (docs/results/bench/conv_precision.*)
+    ("conv_precision", "conv_precision", ["--page", str(PAGE_DIR)]),
 ]
 # The set for a machine with a GPU (`--gpu`), where JAX and PyTorch run and TensorFlow is not
 # installed (the GPU machines this project borrows): the headline experiment at depth 30 on
@@ -96,7 +104,7 @@ GPU = [
 SCRIPTS = list(dict.fromkeys(script for script, _, _ in FULL))
 # How long each set takes on this 2-core machine (above; the README's Benchmarks section).
 DURATION_QUICK = "about 20 minutes on this 2-core machine, estimated"
-DURATION_FULL = "about 3 h on this 2-core machine"
+DURATION_FULL = "about 4 h on this 2-core machine"
 
 
 def run(full: bool = False, out_dir: str | Path | None = None, only: list[str] | None = None,

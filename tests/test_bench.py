@@ -726,3 +726,201 @@ def test_conv_peer_reports_both_implementations_and_their_ratio(tmp_path):
     assert row["ratio"] == pytest.approx(
         ours["train_images_per_s"] / theirs["train_images_per_s"])
     assert ours["train_images_per_s"] == pytest.approx(8 / statistics.median(ours["step_s"]))
+
+
+# -- conv_precision: float32 and bfloat16 against PyTorch in one run (issue 72) --------------
+
+PRECISION_TIMINGS = {  # (precision, implementation): each repeat's step times, batch 10
+    ("float32", "highway_zoo"): [[0.10, 0.12, 0.11], [0.20, 0.10, 0.10], [0.09, 0.09, 0.30]],
+    ("float32", "pytorch"): [[0.09, 0.09, 0.10], [0.08, 0.09, 0.09], [0.08, 0.08, 0.08]],
+    ("mixed_bfloat16", "highway_zoo"): [[0.05, 0.06, 0.05], None, [0.04, 0.07, 0.06]],
+    ("mixed_bfloat16", "pytorch"): [[0.08, 0.07, 0.09], [0.06, 0.06, 0.05], [0.07, 0.07, 0.08]],
+}
+
+
+def _precision_runs(batch=10, timings=PRECISION_TIMINGS):
+    """Runs as the children return them; None: that repeat's run failed."""
+    return {key: [{"error": "`python -m ...` ran past its limit of 900 s"} if steps is None
+                  else {"step_s": steps, "train_images_per_s": batch / statistics.median(steps)}
+                  for steps in repeats] for key, repeats in timings.items()}
+
+
+def test_conv_precision_ratios_and_speedups_match_numpy_on_fixed_timings():
+    import numpy as np
+
+    from benchmarks import conv_precision
+
+    row = conv_precision.summarise("net", _precision_runs(), params=7)
+    # images/s per repeat: the batch over the median step, in NumPy
+    ips = {key: np.array([np.nan if s is None else 10 / np.median(s) for s in repeats])
+           for key, repeats in PRECISION_TIMINGS.items()}
+    for (precision, implementation), values in ips.items():
+        cell, ok = row["images_per_s"][precision][implementation], values[~np.isnan(values)]
+        assert cell["median"] == pytest.approx(np.median(ok))
+        assert (cell["min"], cell["max"], cell["n"]) == pytest.approx(
+            (ok.min(), ok.max(), len(ok)))
+    for precision in conv_precision.PRECISIONS:  # highway-zoo / PyTorch within each repeat
+        ratios = ips[(precision, "highway_zoo")] / ips[(precision, "pytorch")]
+        ratios = ratios[~np.isnan(ratios)]
+        got = row["highway_zoo_over_pytorch"][precision]
+        assert (got["median"], got["min"], got["max"], got["n"]) == pytest.approx(
+            (np.median(ratios), ratios.min(), ratios.max(), len(ratios)))
+        assert row["goal_met"][precision] == (np.median(ratios) >= 1.0)
+    for implementation in conv_precision.IMPLEMENTATIONS:  # bfloat16 / float32 per framework
+        speedups = ips[("mixed_bfloat16", implementation)] / ips[("float32", implementation)]
+        speedups = speedups[~np.isnan(speedups)]
+        got = row["bf16_speedup"][implementation]
+        assert (got["median"], got["min"], got["max"], got["n"]) == pytest.approx(
+            (np.median(speedups), speedups.min(), speedups.max(), len(speedups)))
+    # the failed repeat is left out of its cell and of every ratio it is in, and named
+    assert row["images_per_s"]["mixed_bfloat16"]["highway_zoo"]["n"] == 2
+    assert row["highway_zoo_over_pytorch"]["float32"]["n"] == 3
+    assert list(row["failures"]) == ["mixed_bfloat16/highway_zoo"]
+    assert row["goal_met"] == {"float32": False, "mixed_bfloat16": True}
+    tables = conv_precision.format_tables([row])
+    f32 = ips[("float32", "highway_zoo")]
+    assert (f"| `net` | float32 | {np.median(f32):,.0f} ({f32.min():,.0f}–{f32.max():,.0f}) |"
+            in tables)
+    assert "| not met |" in tables and "| met |" in tables
+
+
+def test_conv_precision_cell_that_always_fails_is_reported_not_raised():
+    from benchmarks import conv_precision
+
+    timings = {**PRECISION_TIMINGS, ("mixed_bfloat16", "highway_zoo"): [None, None, None]}
+    row = conv_precision.summarise("net", _precision_runs(timings=timings))
+    assert row["images_per_s"]["mixed_bfloat16"]["highway_zoo"] is None
+    assert row["highway_zoo_over_pytorch"]["mixed_bfloat16"] is None
+    assert row["bf16_speedup"]["highway_zoo"] is None
+    assert row["goal_met"]["mixed_bfloat16"] is None
+    assert "| `net` | mixed_bfloat16 | failed |" in conv_precision.format_tables([row])
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile
+"""
+
+
+def test_conv_precision_reads_the_cpu_and_its_bfloat16_flags(tmp_path):
+    from benchmarks import conv_precision
+
+    path = tmp_path / "cpuinfo"
+    path.write_text(CPUINFO)
+    cpu = conv_precision.cpu_info(path)
+    assert cpu["model"] == "Intel(R) Xeon(R) Platinum 8480+"
+    assert cpu["flags"] == sorted("fpu sse2 avx avx2 fma avx512f avx512_bf16 amx_bf16 "
+                                  "amx_tile".split())
+    assert cpu["bf16_flags"]["avx512_bf16"] and cpu["bf16_flags"]["amx_bf16"]
+    assert conv_precision.has_bf16_instructions(cpu)
+    # CI's AVX2-only CPU: recorded as such, no bfloat16 instructions
+    path.write_text("model name\t: AMD EPYC 7B12\nflags\t\t: fpu avx avx2 fma\n")
+    cpu = conv_precision.cpu_info(path)
+    assert cpu["model"] == "AMD EPYC 7B12" and cpu["bf16_flags"]["avx2"]
+    assert not cpu["bf16_flags"]["avx512_bf16"] and not conv_precision.has_bf16_instructions(cpu)
+    # no /proc/cpuinfo (not Linux): the platform's name, no flags
+    cpu = conv_precision.cpu_info(tmp_path / "absent")
+    assert cpu["model"] and cpu["flags"] == [] and not conv_precision.has_bf16_instructions(cpu)
+
+
+def test_conv_precision_completes_and_records_a_cell_that_cannot_run(tmp_path, monkeypatch,
+                                                                      capsys):
+    """A CPU where bfloat16 fails (or runs past --timeout): the run still writes its JSON,
+    table and figure, the cell says failed with its error line, and the exit status is 0; a
+    failed float32 cell makes it 1."""
+    from benchmarks import conv_precision
+
+    results = _precision_runs(timings={k: [v[0]] for k, v in PRECISION_TIMINGS.items()})
+
+    def run_child(module, spec, timeout=None, **kwargs):
+        assert module == "benchmarks.conv_precision" and timeout == 900
+        key = (spec["precision"], spec["implementation"])
+        if key == ("mixed_bfloat16", "highway_zoo"):
+            raise driver.MeasurementFailed("`python -m ...` exited with status 1: no bfloat16 "
+                                           "Conv2D kernel on this CPU")
+        return {**results[key][0], "model": spec["name"], **spec}
+
+    monkeypatch.setattr(driver, "run_child", run_child)
+    out = tmp_path / "conv_precision.json"
+    assert conv_precision.main(["--models", "highway_conv16_mnist", "--repeats", "1",
+                                "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["results"]
+    assert row["images_per_s"]["mixed_bfloat16"]["highway_zoo"] is None
+    assert "no bfloat16 Conv2D kernel" in row["failures"]["mixed_bfloat16/highway_zoo"][0]
+    text = (tmp_path / "conv_precision.md").read_text()
+    assert "| `highway_conv16_mnist` | mixed_bfloat16 | failed |" in text
+    assert "Failed runs (first error of each cell): `highway_conv16_mnist` " in text
+    assert (tmp_path / "conv_precision.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "failed: `python -m" in capsys.readouterr().out  # the progress line says so
+
+    def float32_fails(module, spec, timeout=None, **kwargs):
+        raise driver.MeasurementFailed("broken")
+
+    monkeypatch.setattr(driver, "run_child", float32_fails)
+    assert conv_precision.main(["--models", "highway_conv16_mnist", "--repeats", "1",
+                                "--out", str(out)]) == 1
+    assert json.loads(out.read_text())["results"][0]["images_per_s"]["float32"][
+        "pytorch"] is None
+
+
+@pytest.mark.slow
+def test_conv_precision_smoke_run_end_to_end(tmp_path):
+    """Four fresh processes on the smallest net (a few steps, batch 8): well-formed JSON,
+    the table marked as a smoke run, the figure; the arithmetic from the runs recorded."""
+    from benchmarks import conv_precision
+
+    out, page = tmp_path / "results" / "conv_precision.json", tmp_path / "page"
+    assert conv_precision.main(["--models", "highway_conv16_mnist", "--steps", "2", "--warmup",
+                                "1", "--repeats", "1", "--batch-size", "8", "--threads", "1",
+                                "--out", str(out), "--page", str(page)]) == 0
+    summary = json.loads(out.read_text())
+    assert {"machine", "date", "command", "smoke", "cpu", "versions", "load_average",
+            "settings", "results"} <= set(summary)
+    assert summary["smoke"] is True and summary["settings"]["threads"] == 1
+    assert summary["cpu"]["model"] and set(summary["cpu"]["bf16_flags"]) == set(
+        conv_precision.BF16_FLAGS)
+    assert summary["versions"]["tensorflow"] and summary["versions"]["torch"]
+    (row,) = summary["results"]
+    assert row["model"] == "highway_conv16_mnist" and row["params"] == 38986
+    for key, (run,) in row["runs"].items():
+        precision, implementation = key.split("/")
+        assert run["precision"] == precision and run["implementation"] == implementation
+        assert len(run["step_s"]) == 2 and run["batch_size"] == 8
+        assert run["train_images_per_s"] == pytest.approx(8 / statistics.median(run["step_s"]))
+        assert run["threads"]["intra_op"] == 1
+        cell = row["images_per_s"][precision][implementation]
+        assert cell["median"] == cell["min"] == cell["max"] == run["train_images_per_s"]
+    runs = {key: run for key, (run,) in row["runs"].items()}
+    for precision in conv_precision.PRECISIONS:
+        assert row["highway_zoo_over_pytorch"][precision]["median"] == pytest.approx(
+            runs[f"{precision}/highway_zoo"]["train_images_per_s"]
+            / runs[f"{precision}/pytorch"]["train_images_per_s"])
+    assert runs["mixed_bfloat16/pytorch"]["framework"].startswith("torch")
+    text = (page / "conv_precision.md").read_text()
+    assert "**Smoke run, not a measurement**" in text
+    assert text.count("| `highway_conv16_mnist` |") == 3  # two precisions, one speed-up row
+    assert f"({os.path.relpath(out, page)})" in text and "(conv_precision.png)" in text
+    assert (page / "conv_precision.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert summary["command"].endswith(f"--threads 1 --out {out} --page {page}")
+    # --redraw writes the table and the figure again from the JSON alone
+    (page / "conv_precision.md").unlink()
+    assert conv_precision.main(["--redraw", "--out", str(out), "--page", str(page)]) == 0
+    assert (page / "conv_precision.md").read_text() == text
+
+
+@pytest.mark.parametrize("name", ["highway_conv32_mnist", "highway_b_cifar10",
+                                  "highway_c_cifar10"])
+def test_the_pytorch_twin_has_the_keras_nets_parameter_count(name):
+    """conv_precision's nets beyond those whose function is compared above: the same count."""
+    import zoo
+    from benchmarks import conv_precision
+    from benchmarks.implementations import torch_conv_highway
+
+    assert name in conv_precision.MODELS
+    net = torch_conv_highway.build(name)
+    assert sum(p.numel() for p in net.parameters()) == zoo.load(name).count_params()
