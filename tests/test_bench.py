@@ -913,6 +913,22 @@ def test_conv_precision_smoke_run_end_to_end(tmp_path):
     assert (page / "conv_precision.md").read_text() == text
 
 
+def test_conv_precision_links_from_the_sites_page_and_the_page_shows_no_smoke_run():
+    """The benchmarks page includes docs/results/bench/conv_precision.md; the committed file
+    links the results as the site copies them and is never a smoke run's."""
+    from benchmarks import conv_precision
+
+    bench = conv_precision.PAGE.parent / "bench"
+    assert conv_precision._link(conv_precision.RESULTS, bench / "conv_precision.md") == (
+        "data/bench/conv_precision.json")
+    assert conv_precision._link(bench / "conv_precision.png",
+                                bench / "conv_precision.md") == "bench/conv_precision.png"
+    page = conv_precision.PAGE.read_text()
+    assert '--8<-- "docs/results/bench/conv_precision.md"' in page
+    assert "python -m benchmarks.conv_precision --page docs/results/bench" in page
+    assert "Smoke run" not in (bench / "conv_precision.md").read_text()
+
+
 @pytest.mark.parametrize("name", ["highway_conv32_mnist", "highway_b_cifar10",
                                   "highway_c_cifar10"])
 def test_the_pytorch_twin_has_the_keras_nets_parameter_count(name):
