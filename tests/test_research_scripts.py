@@ -22,6 +22,7 @@ from benchmarks.research import (
     lesion_h,
     lm_states,
     lm_states_page,
+    lr_range,
     ptb_large_gpu_8epochs_page,
     ptb_large_gpu_25epochs_page,
     ptb_small_page,
@@ -502,3 +503,18 @@ def test_jpeg_cost_reencodes_measures_and_extends_its_line_to_zero_error():
     assert line["rms_residual"] == pytest.approx(0, abs=1e-12)
     # 30.5 dB against the original pixels, as the data's README measured.
     assert 10 * np.log10(255**2 / jpeg_cost.COPY_MSE) == pytest.approx(30.5)
+
+
+def test_lr_range_grows_the_rate_geometrically_and_finds_where_the_loss_turns():
+    rates = lr_range.geometric_rates(0.01, 1.0, 5)
+    np.testing.assert_allclose(rates, [0.01, 0.01 * 10**0.5, 0.1, 0.1 * 10**0.5, 1.0])
+    # The bias-corrected average of a constant is that constant from the first step.
+    np.testing.assert_allclose(lr_range.smoothed([2.0] * 4), [2.0] * 4)
+    losses = [2.3, 2.0, 1.5, 1.0, 0.8, 1.5, 4.0, 9.0, 20.0, 50.0]
+    rates = lr_range.geometric_rates(0.001, 1.0, len(losses))
+    result = lr_range.summary(rates, losses)
+    curve = lr_range.smoothed(losses, 0.95)
+    assert result["rate_at_lowest_loss"] == rates[int(np.argmin(curve))]
+    first_above = next(i for i in range(int(np.argmin(curve)), len(curve)) if curve[i] > curve[0])
+    assert result["rate_where_it_diverges"] == rates[first_above]
+    assert lr_range.summary(rates[:5], losses[:5])["rate_where_it_diverges"] is None
