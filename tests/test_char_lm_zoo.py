@@ -8,7 +8,6 @@ export is checked against the Keras model fed the spelling of the Python reader
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 
@@ -354,14 +353,17 @@ def test_generation_refuses_bad_arguments_in_one_line(run, bad, message):
 
 @pytest.fixture
 def package(tmp_path, monkeypatch):
-    """The language models' family folder (its presets, an empty weights folder) as a
-    directory of the test's, and a short reference sentence."""
+    """The language models' family folder (its presets, SMALL's without weights yet, an empty
+    weights folder) as a directory of the test's, and a short reference sentence: the run
+    shipped is SMALL's first weights, its default."""
     from training.experiments import pretrain
     from zoo import pretrained, registry
 
     presets = tmp_path / "char_lm" / "presets.json"
     (tmp_path / "char_lm" / "weights").mkdir(parents=True)
-    shutil.copyfile(registry.preset_file(SMALL), presets)
+    found = registry.read_presets(registry.preset_file(SMALL))
+    del found[SMALL]["weights"]
+    presets.write_text(registry.presets_text(found), encoding="utf-8")
     for name in zoo.list_models("lstm_char_*"):
         monkeypatch.setitem(registry._PRESET_FILES, name, presets)
     monkeypatch.setattr(pretrained, "CACHE_SUBDIR", str(tmp_path / "cache"))
@@ -385,6 +387,11 @@ def test_a_shipped_run_loads_by_name_with_its_vocabulary(run, corpus, tmp_path, 
 
     assert cli.main(["pretrain", "--run", SMALL, str(run)]) == 0
     entry = pretrained.index()[SMALL]
+    tag = pretrained.default_tag(SMALL)  # the run's recipe, corpus and precision
+    assert tag == pretrain.run_tag(json.loads((run / "run.json").read_text()))
+    assert tag.startswith("kim_char_lm_quick.") and tag.endswith(".f32")
+    assert entry["file"] == f"{SMALL}.{tag}.weights.h5"
+    assert entry["vocabulary"]["file"] == f"{SMALL}.{tag}.vocabulary.json"
     shipped = zoo.load(SMALL, weights="default")
     preset = zoo.load(str(run))
     assert shipped.vocabulary == preset.vocabulary
@@ -452,10 +459,14 @@ def test_float16_shipping_refuses_another_text_and_keeps_what_was_shipped(
     before = {p: p.read_bytes() for p in package.rglob("*") if p.is_file()}
     other = write_corpus(tmp_path / "other", lines=(100, 30, 31))
     capsys.readouterr()
+    # Storing the shipped tag again as float16 replaces it: refused without --replace, and
+    # with it, refused when the options are wrong.
     for argv, message in [
-        (["--float16"], "pass the run's corpus with --corpus DIR"),
-        (["--float16", "--corpus", str(other)], "is not the text the run was trained on"),
-        (["--corpus", str(corpus)], "--corpus is read only with --float16"),
+        (["--float16", "--corpus", str(corpus)], "already ships weights tagged kim_char_lm_quick."),
+        (["--replace", "--float16"], "pass the run's corpus with --corpus DIR"),
+        (["--replace", "--float16", "--corpus", str(other)],
+         "is not the text the run was trained on"),
+        (["--replace", "--corpus", str(corpus)], "--corpus is read only with --float16"),
     ]:
         assert cli.main(["pretrain", "--run", SMALL, str(run), *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()

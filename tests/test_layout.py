@@ -170,10 +170,11 @@ def test_every_family_is_a_folder_of_builders_presets_and_weights():
         for name, preset in presets.items():
             assert preset["builder"] in registered, (name, preset["builder"])
             assert registry.preset_file(name) == family / "presets.json"
-            for part in (preset.get("weights"), (preset.get("weights") or {}).get("vocabulary")):
-                if part:
-                    assert (family / "weights" / part["file"]).is_file(), (name, part["file"])
-                    named.add(part["file"])
+            tags = (preset.get("weights") or {}).get("tags") or {}  # every tag's files
+            for part in [*tags.values(), *(e["vocabulary"] for e in tags.values()
+                                           if "vocabulary" in e)]:
+                assert (family / "weights" / part["file"]).is_file(), (name, part["file"])
+                named.add(part["file"])
         shipped = {p.name for p in (family / "weights").glob("*")} \
             if (family / "weights").is_dir() else set()
         assert shipped == named, f"{family.name}/weights holds files no preset names"

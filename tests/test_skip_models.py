@@ -125,7 +125,7 @@ def test_describe_says_where_each_part_comes_from(name):
     # The MNIST nets ship weights; the others say why they do not: PTB's training text is
     # not on these machines, the Fashion-MNIST runs took longer than the issue had
     if name in FC:
-        assert meta["pretrained"]["file"] == f"{name}.weights.h5"
+        assert meta["pretrained"]["file"] == f"{name}.{meta['pretrained_tag']}.weights.h5"
     else:
         assert meta["pretrained"] is None
         assert ("80 minutes" if name == LM else "18 minutes") in meta["weights_note"]

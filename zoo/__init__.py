@@ -8,6 +8,7 @@
     >>> model = zoo.load("highway_fc10_mnist", weights="runs/fc10")  # a trained run
     >>> model = zoo.load("highway_conv32_fashion_mnist", weights="default")  # shipped
     >>> model = zoo.load("highway_conv32_fashion_mnist", weights="default", classes=5)
+    >>> model = zoo.load("highway_b_cifar10", weights="caffe_cifar_tenth.cifar10_jpeg.f32")
     >>> features = zoo.load("highway_b_cifar10", include_top=False, pooling="avg")
     >>> zoo.save(model, "my-model/"); model = zoo.load("my-model/")       # a preset
 
@@ -50,6 +51,7 @@ from zoo.serving.saved_model import export
 # callers will).
 _LAZY = {
     "HighwayZooModel": "zoo.model",
+    "UnknownWeightsError": "zoo.loading",
     "WeightsHashError": "zoo.weights",
     "WeightsMismatchError": "zoo.loading",
     "load": "zoo.loading",
@@ -65,6 +67,7 @@ _LAZY_SUBMODULES = ("loading", "model", "presets", "weights")
 __all__ = [
     "HighwayZooModel",
     "RECIPES",
+    "UnknownWeightsError",
     "WeightsHashError",
     "WeightsMismatchError",
     "describe",

@@ -49,6 +49,11 @@ class WeightsMismatchError(ValueError):
     """A weights source does not fit the network it is loaded into."""
 
 
+class UnknownWeightsError(ValueError, FileNotFoundError):
+    """`weights=` names no tag of the architecture's shipped weights and no file: a ValueError
+    (an unknown tag), and a FileNotFoundError as before tags (no such file)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class WeightsSource:
     """A hash-checked `.weights.h5` and the network it was saved from.
@@ -85,8 +90,10 @@ def load(
             tune`): its architecture, overrides and weights, as keras-hub's
             `from_preset(local_dir)`.
         weights: None for a fresh initialisation (for a name; a preset brings its weights);
-            `"default"` for the weights shipped with the package (`describe(name)
-            ["pretrained"]` says how they were trained and what they scored; the
+            `"default"` for the default weights shipped with the package, or a tag of them,
+            RECIPE.DATA.PRECISION (`"caffe_cifar_tenth.cifar10_jpeg.f32"`;
+            `describe(name)["pretrained_tags"]` lists them, `["pretrained"]` is the
+            default's record: how they were trained and what they scored; the
             overrides they were trained with, its `training_overrides`, e.g. `dropout=0.0`,
             are applied before `overrides`); a preset or
             run directory, whose recorded overrides are applied before `overrides`; or a
@@ -157,14 +164,15 @@ def weights_source(name: str, weights: str | os.PathLike | None) -> WeightsSourc
     """Where `weights` are and what network they were saved from, hash-checked."""
     if weights is None:
         return None
-    if isinstance(weights, str) and weights == "default":
-        path = pretrained.fetch(name)  # get_file checks the recorded sha256
+    if isinstance(weights, str) and (weights == "default" or weights in pretrained.tags(name)):
+        tag = pretrained.resolve(name, weights)
+        path = pretrained.fetch(name, tag)  # get_file checks the recorded sha256
         # The architecture settings the weights were trained with travel with them, as a
         # keras-hub preset's config does: fine-tuning conv nets trained without dropout under
         # the released dropout cost 30 points (README, Transfer).
-        trained_with = dict(pretrained.record(name).get("training_overrides") or {})
-        return WeightsSource(path, name, trained_with, f"the shipped weights of {name}",
-                             pretrained.vocabulary(name))
+        trained_with = dict(pretrained.record(name, tag).get("training_overrides") or {})
+        return WeightsSource(path, name, trained_with, f"the shipped weights {name}.{tag}",
+                             pretrained.vocabulary(name, tag))
     path = Path(weights)
     if path.is_dir():
         weights_path, record = read_model_dir(path)
@@ -183,6 +191,17 @@ def weights_source(name: str, weights: str | os.PathLike | None) -> WeightsSourc
     if path.is_file() or str(path).endswith(".weights.h5"):
         verify(path)
         return WeightsSource(path, name, None, f"weights file {path}")
+    if isinstance(weights, str) and not any(sep in weights for sep in ("/", os.sep)):
+        if registry.WEIGHTS_TAG.fullmatch(weights):  # a tag `name` does not ship
+            try:
+                pretrained.resolve(name, weights)
+            except ValueError as err:
+                raise UnknownWeightsError(str(err)) from None
+        raise UnknownWeightsError(
+            f"weights={weights!r} is not 'default', a '.weights.h5' file, a directory saved by "
+            f"highway-zoo or a tag of {name}'s shipped weights; its tags: "
+            f"{pretrained.tag_list(name)}."
+        )
     raise FileNotFoundError(
         f"weights={str(weights)!r} is not 'default', a '.weights.h5' file or a directory saved "
         "by highway-zoo. Train your own with `highway-zoo train NAME --out DIR` and pass DIR."

@@ -207,9 +207,13 @@ _PRESET_FILES: dict[str, Path] = {}
 # Metadata `register` derives from the arguments and the recipe: not written in presets.
 DERIVED_METADATA = ("name", "family", "input_shape", "classes", "provenance_meaning",
                     "recipe_settings")
-# A preset's keys: the builder family, its arguments, its metadata, and optionally the record
-# of its shipped weights ("weights") or why none ship yet ("weights_pending").
+# A preset's keys: the builder family, its arguments, its metadata, and optionally its shipped
+# weights ("weights": {"default": TAG, "tags": {TAG: record}}) or why none ship yet
+# ("weights_pending").
 PRESET_KEYS = ("builder", "args", "metadata", "weights", "weights_pending")
+# A weights tag: RECIPE.DATA.PRECISION, each part lower-case letters, digits and underscores
+# (`zoo.pretrained.make_tag`), e.g. "caffe_cifar_tenth.cifar10_jpeg.f32".
+WEIGHTS_TAG = re.compile(r"[a-z0-9_]+\.[a-z0-9_]+\.[a-z0-9_]+")
 
 
 def register_family(name: str, overridable: tuple[str, ...], features, stages=None):
@@ -267,9 +271,26 @@ def register_presets(path: str | Path) -> None:
         if preset["builder"] not in _FAMILIES:
             raise ValueError(f"{path}: preset {name!r} names the builder "
                              f"{preset['builder']!r}, which no builders.py registers.")
+        if "weights" in preset:
+            _check_weights(path, name, preset["weights"])
         args = {k: tuple(v) if k == "input_shape" else v for k, v in preset["args"].items()}
         register(name, preset["builder"], args, **preset["metadata"])
         _PRESET_FILES[name] = path
+
+
+def _check_weights(path: Path, name: str, weights: Any) -> None:
+    """A preset's "weights": its tags, each named by the scheme, and the default among them."""
+    tags = weights.get("tags") if isinstance(weights, dict) else None
+    if not isinstance(tags, dict) or not tags or set(weights) != {"default", "tags"}:
+        raise ValueError(f"{path}: preset {name!r}'s weights must be {{\"default\": TAG, "
+                         "\"tags\": {TAG: record, ...}} with at least one tag.")
+    badly_named = [tag for tag in tags if not WEIGHTS_TAG.fullmatch(tag)]
+    if badly_named:
+        raise ValueError(f"{path}: preset {name!r} has the weights tag {badly_named[0]!r}, which "
+                         "is not RECIPE.DATA.PRECISION (lower-case letters, digits, '_').")
+    if weights["default"] not in tags:
+        raise ValueError(f"{path}: preset {name!r}'s default weights {weights['default']!r} are "
+                         f"none of its tags ({', '.join(tags)}).")
 
 
 def read_presets(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -291,10 +312,20 @@ def preset_file(name: str) -> Path:
 
 
 @functools.cache
-def weights_records() -> dict[str, dict[str, Any]]:
-    """Name -> its preset's "weights" record (shipped default weights), read from the files
-    once (`weights_records.cache_clear()` reads them again)."""
+def weights_tags() -> dict[str, dict[str, Any]]:
+    """Name -> its preset's "weights": `{"default": TAG, "tags": {TAG: record, ...}}`, every
+    set of shipped weights of the architecture by its tag (`zoo.pretrained`'s scheme,
+    RECIPE.DATA.PRECISION) and the one `weights="default"` loads. Read from the files once
+    (`weights_tags.cache_clear()`, or `weights_records.cache_clear()`, reads them again)."""
     return _preset_field("weights")
+
+
+def weights_records() -> dict[str, dict[str, Any]]:
+    """Name -> the record of its default shipped weights (`weights="default"`)."""
+    return {name: found["tags"][found["default"]] for name, found in weights_tags().items()}
+
+
+weights_records.cache_clear = weights_tags.cache_clear  # one cache for both
 
 
 @functools.cache
@@ -343,11 +374,16 @@ def list_models(pattern: str = "*", pretrained: bool = False) -> list[str]:
 
 def describe(name: str) -> dict[str, Any]:
     """The metadata of architecture `name`, with its builder arguments, its features and
-    its feature stages (None for a family without)."""
+    its feature stages (None for a family without), and its shipped weights: `pretrained`, the
+    default's record (None without), `pretrained_tag`, its tag, and `pretrained_tags`, every
+    tag's record ({} without)."""
     arch = get(name)
+    shipped = weights_tags().get(name) or {}
     return {
         **arch.metadata,
         "pretrained": weights_records().get(name),
+        "pretrained_tag": shipped.get("default"),
+        "pretrained_tags": dict(shipped.get("tags") or {}),
         "architecture_args": dict(arch.args),
         "overridable": list(arch.family.overridable),
         "features": arch.features(),

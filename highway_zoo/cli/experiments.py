@@ -273,7 +273,9 @@ def _pretrain_arguments(p) -> None:
     from training.experiments.pretrain import WORK_DIR
 
     p.description = ("Trains the nets whose weights ship with the zoo (or ships a finished "
-                     "run) and records each in its family's presets.json.")
+                     "run) and records each in its family's presets.json, under its tag "
+                     "RECIPE.DATA.PRECISION; a new tag becomes the default only if its test "
+                     "number beats the default's (or with --default).")
     p.add_argument("--only", nargs="*", help="train only these architectures")
     p.add_argument("--redo", nargs="*", default=[], help="retrain these even if present")
     add_data_dir(p)
@@ -290,6 +292,12 @@ def _pretrain_arguments(p) -> None:
     p.add_argument("--trained-on", metavar="TEXT",
                    help="with --run: the machine the run trained on, for the record "
                         "(default: this one)")
+    p.add_argument("--replace", action="store_true",
+                   help="with --run: replace the weights NAME already ships under the run's tag "
+                        "(RECIPE.DATA.PRECISION), which is refused otherwise")
+    p.add_argument("--default", action="store_true",
+                   help="with --run: make the run's tag the default (weights='default') even "
+                        "if its test number does not beat the current default's")
 
 
 def pretrain(args) -> None:

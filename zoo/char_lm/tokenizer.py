@@ -18,7 +18,7 @@ takes words (`zoo.serving.language_model`: the same rules as TensorFlow ops) and
 analysis all spell words here.
 
 Its config is the vocabulary a run's model.json, a preset's model.json and a shipped
-`NAME.vocabulary.json` record (`{"words": [...], "chars": [...]}`): `zoo.load` gives a model its
+`NAME.TAG.vocabulary.json` record (`{"words": [...], "chars": [...]}`): `zoo.load` gives a model its
 tokenizer from there, and `zoo.save` writes it back. NumPy only.
 """
 
