@@ -48,6 +48,25 @@ def test_every_registered_model_has_a_card_with_its_numbers(name):
         assert "ships without weights" in card
 
 
+def test_the_card_tables_every_weights_tag_and_marks_the_default():
+    meta = copy.deepcopy(zoo.describe("highway_fc10_mnist"))
+    first = meta["pretrained_tag"]
+    assert first == "adam_fc.mnist.f32" and list(meta["pretrained_tags"]) == [first]
+    second = "adam_fc.mnist.mixed_bf16"
+    meta["pretrained_tags"][second] = {**meta["pretrained"], "precision": "mixed_bfloat16",
+                                       "test_accuracy": 0.9612, "epochs": 20,
+                                       "file": f"highway_fc10_mnist.{second}.weights.h5"}
+    card = site_pages.model_card(meta)
+    assert "2 tags, each named RECIPE.DATA.PRECISION" in card
+    assert f"`weights=\"default\"` the default, `{first}`." in card
+    assert (f"| `{first}` | {meta['pretrained']['test_accuracy']:.4f} | `adam_fc` | `mnist` | "
+            "float32 | 12 | yes |") in card
+    assert f"| `{second}` | 0.9612 | `adam_fc` | `mnist` | mixed_bfloat16 | 20 |  |" in card
+    assert f"### `{first}` (the default)" in card and f"### `{second}`\n" in card
+    assert f"`highway_fc10_mnist.{second}.weights.h5`" in card
+    assert f'zoo.load("highway_fc10_mnist", weights="{first}")' in card
+
+
 @pytest.mark.parametrize("name", ["highway_a_cifar10", "resnet50_imagenet",
                                   "highway_fc100_mnist"])
 def test_the_card_tables_the_feature_stages(name):

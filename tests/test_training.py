@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import keras
 import numpy as np
@@ -110,8 +111,15 @@ def test_cli_list_and_describe(capsys):
     assert cli.main(["list", "highway_a_cifar10"]) == 0  # tested on CIFAR-10 (JPEG copy)
     assert capsys.readouterr().out.splitlines()[1].endswith("(shipped acc: JPEG copy)")
     assert cli.main(["list", "highway_b_cifar10"]) == 0  # and a tenth of the paper's schedule
-    assert capsys.readouterr().out.splitlines()[1].endswith(
-        " 92.46         78.83  RECON   cifar10  (shipped acc: JPEG copy, recipe caffe_cifar_tenth)")
+    assert capsys.readouterr().out.splitlines()[1].endswith(  # the default tag's, of 1 tag
+        " 92.46         78.83    1  RECON      cifar10  (shipped acc: JPEG copy, recipe "
+        "caffe_cifar_tenth)")
+    assert cli.main(["describe", "highway_b_cifar10"]) == 0  # every weights tag, in a table
+    out = capsys.readouterr().out
+    assert ("pretrained             caffe_cifar_tenth.cifar10_jpeg.f32: test accuracy 78.83 % "
+            "(the default of 1 tag, listed below)") in out
+    assert re.search(r"\n  \* caffe_cifar_tenth\.cifar10_jpeg\.f32  test accuracy 78\.83 %  "
+                     r"caffe_cifar_tenth  cifar10_jpeg  float32 +40\n", out), out
     assert cli.main(["describe", "highway_conv32_mnist", "--json"]) == 0
     meta = json.loads(capsys.readouterr().out)
     assert meta["params"] == 151_690 and meta["provenance"] == "CODE"

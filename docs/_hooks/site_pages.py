@@ -26,6 +26,7 @@ _SHOWN = {
     "name", "family", "input_shape", "classes", "description", "paper", "params",
     "paper_params", "paper_metric", "default_transform_bias", "preprocessing", "provenance",
     "reconstructed", "provenance_meaning", "dataset", "recipe", "recipe_settings", "pretrained",
+    "pretrained_tag", "pretrained_tags",
     "architecture_args", "overridable", "features", "feature_stages", "params_formula",
     "gated_skip", "not_in_any_paper", "weights_note",
 }
@@ -274,12 +275,40 @@ def _shipped_rows(pretrained: dict[str, Any]) -> list[tuple[str, str]]:
         ("stored as", f"{pretrained['stored_dtype']}, half the bytes of float32 (Keras casts "
          "each array to float32 on loading); the run's own float32 weights: test perplexity "
          f"{pretrained['run_test_perplexity']:.2f}" if pretrained.get("stored_dtype") else ""),
-        ("file", _code(pretrained.get("file", ""))),
+        ("precision", f"{pretrained['precision']} (the Keras dtype policy it trained in; the "
+         "weights load as float32 variables)" if pretrained.get("precision") else ""),
+        ("file", _code(pretrained.get("file", "")) + (
+            f" ({pretrained['bytes'] / 1e6:,.1f} MB)" if pretrained.get("bytes") else "")),
         ("sha256", _code(pretrained.get("sha256", ""))),
         ("vocabulary", f"{_code(vocabulary['file'])}: {vocabulary['words']:,} words, "
          f"{vocabulary['chars']} characters (sha256 {_code(vocabulary['sha256'])})"
          if vocabulary else ""),
     ]
+
+
+def _headline(entry: dict[str, Any]) -> str:
+    """A shipped record's number for the tags table: test accuracy or perplexity."""
+    if "test_perplexity" in entry:
+        return f"perplexity {entry['test_perplexity']:.2f}"
+    accuracy = entry.get("test_accuracy")
+    return f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else "-"
+
+
+def tags_table(tags: dict[str, dict[str, Any]], default: str | None) -> str:
+    """An architecture's weights tags, one row each: its test number, recipe, data,
+    precision, epochs, and which one `weights="default"` loads."""
+    from zoo.pretrained import data_name
+
+    rows = ["| tag | test number | recipe | data | precision | epochs | default |",
+            "| --- | ---: | --- | --- | --- | ---: | --- |"]
+    for tag, entry in tags.items():
+        tag_note, _ = shipped_caveat(entry)
+        rows.append(
+            f"| `{tag}` | {_headline(entry)}{f' ({tag_note})' if tag_note else ''} | "
+            f"`{(entry.get('recipe') or {}).get('name', '-')}` | "
+            f"`{data_name(entry.get('dataset') or {})}` | {entry.get('precision', '-')} | "
+            f"{_number(entry.get('epochs'))} | {'yes' if tag == default else ''} |")
+    return "\n".join(rows)
 
 
 def _shipped(meta: dict[str, Any]) -> list[str]:
@@ -289,8 +318,17 @@ def _shipped(meta: dict[str, Any]) -> list[str]:
         return out + ["None: this architecture ships without weights (`weights=None` builds it "
                       "with fresh ones; train it with `highway-zoo train " + meta["name"]
                       + "`).", ""]
-    return out + [_table(_shipped_rows(pretrained)), ""] + _written(
-        pretrained.get("examples") or [])
+    default = meta.get("pretrained_tag")
+    tags = meta.get("pretrained_tags") or {default or "default": pretrained}
+    count = f"{len(tags)} tags, each" if len(tags) > 1 else "1 tag,"
+    out += [f"{count} named RECIPE.DATA.PRECISION (the recipe, the data it was trained "
+            f"and tested on, the dtype policy it trained in): `zoo.load(\"{meta['name']}\", "
+            f"weights=TAG)` loads one, `weights=\"default\"` the default"
+            + (f", `{default}`" if default else "") + ".", "", tags_table(tags, default), ""]
+    for tag, entry in tags.items():
+        out += [f"### `{tag}`" + (" (the default)" if tag == default else ""), "",
+                _table(_shipped_rows(entry)), ""] + _written(entry.get("examples") or [])
+    return out
 
 
 def _usage(meta: dict[str, Any]) -> list[str]:
@@ -298,8 +336,10 @@ def _usage(meta: dict[str, Any]) -> list[str]:
     name = meta["name"]
     weights = ', weights="default"' if meta.get("pretrained") else ""
     features = meta.get("features") or {}
-    out = ["## Load it", "", "```python", "import zoo", "", f'model = zoo.load("{name}"{weights})',
-           "```", ""]
+    out = ["## Load it", "", "```python", "import zoo", "", f'model = zoo.load("{name}"{weights})']
+    if meta.get("pretrained_tag"):
+        out += [f'model = zoo.load("{name}", weights="{meta["pretrained_tag"]}")  # by its tag']
+    out += ["```", ""]
     overridable = meta.get("overridable") or []
     top = [k for k in ("include_top", "pooling", "classes") if k in overridable]
     if top:
