@@ -23,6 +23,7 @@ from benchmarks.research import (
     lm_states,
     lm_states_page,
     lr_range,
+    points_lost,
     ptb_large_gpu_8epochs_page,
     ptb_large_gpu_25epochs_page,
     ptb_small_page,
@@ -518,3 +519,33 @@ def test_lr_range_grows_the_rate_geometrically_and_finds_where_the_loss_turns():
     first_above = next(i for i in range(int(np.argmin(curve)), len(curve)) if curve[i] > curve[0])
     assert result["rate_where_it_diverges"] == rates[first_above]
     assert lr_range.summary(rates[:5], losses[:5])["rate_where_it_diverges"] is None
+
+
+def _points_run(path, accuracies, overrides):
+    path.mkdir()
+    (path / "run.json").write_text(json.dumps({
+        "architecture": "highway_cifar10", "overrides": overrides, "seed": 0,
+        "recipe": {"name": "caffe_cifar"}}))
+    (path / "history.json").write_text(json.dumps(
+        [{"epoch": i + 1, "val_accuracy": a, "loss": 2 - a} for i, a in enumerate(accuracies)]))
+    return path
+
+
+def test_points_lost_sets_each_run_against_the_released_log(tmp_path):
+    out = tmp_path / "page"
+    out.mkdir()
+    log = [0.1, 0.3, 0.4, 0.5, 0.6]  # before training, then epochs 1-4
+    (out / points_lost.LOG_FILE).write_text(json.dumps({"test_accuracy": log}))
+    base = _points_run(tmp_path / "base", [0.3, 0.35, 0.45, 0.5], {"dtype": "mixed_bfloat16"})
+    short = _points_run(tmp_path / "short", [0.3, 0.4], {"first_conv_stddev": 1.0})
+    points_lost.main([str(base), str(short), "--out", str(out), "--window", "2,4"])
+    rows = json.loads((out / "results.json").read_text())
+    assert rows[0]["window_mean"] == pytest.approx((0.35 + 0.45 + 0.5) / 3)
+    assert rows[0]["log_window_mean"] == pytest.approx((0.4 + 0.5 + 0.6) / 3)
+    assert rows[0]["behind_the_log"] == pytest.approx(100 * (0.5 - (0.35 + 0.45 + 0.5) / 3))
+    assert rows[0]["dtype"] == "mixed_bfloat16" and rows[0]["changes"] == {}
+    assert rows[1]["window_mean"] is None and rows[1]["changes"] == {"first_conv_stddev": 1.0}
+    text = (out / "table.md").read_text()
+    row = "| base | mixed_bfloat16 | none (default) | 30.0 | 35.0 | 45.0 | 50.0 | 43.3 | 6.7 |"
+    assert row in text
+    assert (out / "curves.png").stat().st_size > 0
