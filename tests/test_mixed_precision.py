@@ -168,6 +168,36 @@ def test_a_run_trains_in_mixed_bfloat16_and_its_directory_reloads_either_way(tmp
 
 
 
+def test_a_run_resumes_in_another_precision_and_each_epoch_names_its_own(tmp_path, capsys):
+    """bfloat16 is faster than float32 on one CPU and slower on another: a run interrupted in
+    one policy goes on in the other, which its history, resumptions and metrics record."""
+    from test_training import separable_digits
+
+    from training.trainer import precision_of, train
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                raise KeyboardInterrupt("the session ended")
+
+    run_dir = tmp_path / "run"
+    settings = dict(dataset=separable_digits(256, 64), depth=3, epochs=3, out=run_dir, seed=1,
+                    verbose=0)
+    with pytest.raises(KeyboardInterrupt):
+        train("highway_fc10_mnist", callbacks=[Interrupt()], **settings)
+    metrics = train("highway_fc10_mnist", dtype="mixed_bfloat16", **settings)
+    assert "trained in float32 so far and continues in mixed_bfloat16" in capsys.readouterr().out
+    history = json.loads((run_dir / "history.json").read_text())
+    assert [e["precision"] for e in history] == ["float32", "mixed_bfloat16", "mixed_bfloat16"]
+    assert metrics["precision"] == "float32 (epoch 1), mixed_bfloat16 (epochs 2-3)"
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["resumed"][-1]["precision"] == "mixed_bfloat16"
+    assert run["overrides"] == {"depth": 3}  # as it started
+    assert precision_of([{"epoch": 1}, {"epoch": 2}]) == "float32"  # recorded before
+    assert zoo.pretrained.precision_name(metrics["precision"]) == "f32_mixed_bf16"
+    assert zoo.pretrained.precision_name("mixed_bfloat16") == "mixed_bf16"
+
+
 @pytest.mark.parametrize("dtype", POLICIES)
 def test_gates_of_a_mixed_precision_net_come_out_float32(dtype):
     """`GateProbe(..., numpy=True)`, which the gate summaries and analyses read: float32 T

@@ -291,9 +291,11 @@ class RunMonitor(keras.callbacks.Callback):
                         "loss": str(loss), "message": message}
 
     def epoch_entry(self, epoch: int, logs: dict[str, float]) -> dict[str, Any]:
-        """An image run's entry: the 1-based epoch, the logs, the epoch's learning rate."""
+        """An image run's entry: the 1-based epoch, the logs, the epoch's learning rate and
+        the dtype policy it trained in."""
         return {"epoch": epoch + 1, **logs,
-                "learning_rate": _scalar(self.model.optimizer.learning_rate)}
+                "learning_rate": _scalar(self.model.optimizer.learning_rate),
+                "precision": self.model.dtype_policy.name}
 
     def on_epoch_end(self, epoch, logs=None):
         if self.failure is not None:

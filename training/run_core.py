@@ -230,9 +230,14 @@ def _resume_point(task: Task, model: keras.Model, run_dir: RunDir, checkpoints: 
     if previous is None:
         return start, restored, []
     _say_how_it_resumes(run_dir, settings, latest, start, restored, _backend_so_far(previous))
+    precision = model.dtype_policy.name
+    if restored and precision != _precision_so_far(previous):
+        print(f"The run trained in {_precision_so_far(previous)} so far and continues in "
+              f"{precision} (each epoch's history entry names its precision).", flush=True)
     run.setdefault("resumed", []).append({
         "at": _now(), "command": sys.argv, "iterations": start,
         "epoch": first_epoch, "batch": skip, "backend": distribute.backend(),
+        "precision": precision,
     })
     # One entry per finished epoch, in order: those after the checkpoint are trained again.
     # Numbered from 1 (a language model's run of before 0.3 numbered its entries from 0).
@@ -259,6 +264,14 @@ def _backend_so_far(run: dict[str, Any]) -> str:
         if "backend" in resumed:
             return resumed["backend"]
     return run.get("versions", {}).get("backend", "tensorflow")
+
+
+def _precision_so_far(run: dict[str, Any]) -> str:
+    """The dtype policy the run last trained in (its first: the one its overrides name)."""
+    for resumed in reversed(run.get("resumed", [])):
+        if "precision" in resumed:
+            return resumed["precision"]
+    return (run.get("overrides") or {}).get("dtype") or "float32"
 
 
 def _say_how_it_resumes(run_dir: RunDir, settings: RunSettings, latest: dict | None,

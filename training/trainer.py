@@ -314,7 +314,7 @@ class ImageTask(Task):
             "train_seconds": round(train_seconds, 2),
             "epochs": self.settings.epochs,
             "iterations": trained_iterations(model),
-            "precision": model.dtype_policy.name,
+            "precision": precision_of(history),
             "weights": ("moving average of the weights, momentum "
                         f"{recipe['ema_momentum']} per step"
                         if recipe["ema_momentum"] is not None else "the last step's"),
@@ -333,6 +333,22 @@ class ImageTask(Task):
             "recipe": self.settings.recipe.get("name"), "seed": self.settings.seed,
             "command": " ".join(run["command"]),
         })
+
+
+def precision_of(history: list[dict]) -> str:
+    """The dtype policy the run's epochs trained in: one name, or each with its epochs
+    ("float32 (epochs 1-40), mixed_bfloat16 (epochs 41-100)") when the run changed it."""
+    spans: list[list] = []  # [precision, first epoch, last epoch]
+    for entry in history:
+        precision = entry.get("precision", "float32")  # before precisions were recorded
+        if spans and spans[-1][0] == precision:
+            spans[-1][2] = entry["epoch"]
+        else:
+            spans.append([precision, entry["epoch"], entry["epoch"]])
+    if len(spans) == 1:
+        return spans[0][0]
+    return ", ".join(f"{p} (epochs {a}-{b})" if a != b else f"{p} (epoch {a})"
+                     for p, a, b in spans)
 
 
 def _pairs(split: Any) -> Any:

@@ -74,9 +74,17 @@ def data_name(dataset: dict[str, Any]) -> str:
 
 
 def precision_name(policy: str | None) -> str:
-    """A tag's PRECISION, from the Keras dtype policy a run trained in (None: float32)."""
+    """A tag's PRECISION, from the Keras dtype policy a run trained in (None: float32); a run
+    that changed policy between sessions ("float32 (epochs 1-40), mixed_bfloat16 (epochs
+    41-100)") names each in order ("f32_mixed_bf16")."""
     policy = policy or "float32"
-    return PRECISIONS.get(policy, _part(policy))
+    if policy in PRECISIONS:
+        return PRECISIONS[policy]
+    found = sorted((policy.find(name), short) for name, short in PRECISIONS.items()
+                   if re.search(rf"(?<![a-z_]){name}(?![a-z_0-9])", policy))
+    if found:
+        return "_".join(dict.fromkeys(short for _, short in found))
+    return _part(policy)
 
 
 def make_tag(recipe: str, dataset: dict[str, Any], policy: str | None) -> str:

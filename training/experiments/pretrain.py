@@ -82,7 +82,7 @@ def pretrain(name: str, recipe: str, overrides: dict[str, Any], data_dir: str | 
     if not run_dir.metrics_file.exists():
         train(name, recipe=recipe, data_dir=data_dir, out=run_dir.path, seed=0, verbose=2,
               **overrides)
-    tag = run_tag(run_dir.read_run())
+    tag = run_tag(run_dir.read_run(), run_dir.read_metrics())
     return tag, {**image_record(name, run_dir, tag=tag),
                  "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
 
@@ -120,15 +120,19 @@ def shipped_dataset(run: dict[str, Any]) -> dict[str, Any]:
     return {**dataset, "source": published_source(dataset["source"])}
 
 
-def run_tag(run: dict[str, Any]) -> str:
+def run_tag(run: dict[str, Any], metrics: dict[str, Any] | None = None) -> str:
     """The tag of a run's weights, RECIPE.DATA.PRECISION, from its run.json: the recipe's
     name, the data it trained on and the dtype policy it trained in (`zoo.pretrained`); the
     tag its shipped record names (`pretrained.record_tag`)."""
     return pretrained.make_tag(run["recipe"]["name"], shipped_dataset(run),
-                               (run.get("overrides") or {}).get("dtype"))
+                               _precision(run, metrics))
 
 
-def _precision(run: dict[str, Any]) -> str:
+def _precision(run: dict[str, Any], metrics: dict[str, Any] | None = None) -> str:
+    """The dtype policy a run trained in: its metrics' (every policy of a run that changed
+    it between sessions), else the one its overrides name."""
+    if metrics and metrics.get("precision"):
+        return metrics["precision"]
     return (run.get("overrides") or {}).get("dtype") or "float32"
 
 
@@ -137,14 +141,15 @@ def image_record(name: str, run_dir: RunDir, trained_on: str | None = None,
     """The preset's record of a finished image run of `name`, its final weights copied into
     the family's `weights/` folder as `NAME.TAG.weights.h5` (`tag`: the run's by default)."""
     run, metrics, history = run_dir.read_run(), run_dir.read_metrics(), run_dir.read_history()
-    target = pretrained.weights_dir(name) / pretrained.file_name(name, tag or run_tag(run))
+    tag = tag or run_tag(run, metrics)
+    target = pretrained.weights_dir(name) / pretrained.file_name(name, tag)
     with atomic_path(target, overwrite=True) as tmp_target:
         shutil.copyfile(run_dir.weights_file, tmp_target)
     return {
         "file": target.name,
         "sha256": sha256_of(target),
         "bytes": target.stat().st_size,
-        "precision": _precision(run),
+        "precision": _precision(run, metrics),
         "dataset": shipped_dataset(run),
         "test_accuracy": round(metrics["test_accuracy"], 4),
         "test_loss": round(metrics["test_loss"], 4),
@@ -277,7 +282,7 @@ def ship_run(name: str, run: str | Path, *, float16: bool = False,
     if not language_model and (float16 or corpus):
         raise ValueError("--float16 and --corpus ship a language model's weights at half "
                          f"precision; {name} is an image net: leave them out.")
-    tag = run_tag(record)
+    tag = run_tag(record, run_dir.read_metrics())
     if tag in pretrained.tags(name) and not replace:
         raise ValueError(f"{name} already ships weights tagged {tag} (this run's recipe, data "
                          "and precision); pass --replace to replace them, file and record.")
