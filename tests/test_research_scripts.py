@@ -18,6 +18,7 @@ from benchmarks.research import (
     embedding_spread,
     fig1_gates,
     float16_check,
+    initial_loss,
     jpeg_cost,
     lesion_h,
     lm_states,
@@ -549,3 +550,16 @@ def test_points_lost_sets_each_run_against_the_released_log(tmp_path):
     row = "| base | mixed_bfloat16 | none (default) | 30.0 | 35.0 | 45.0 | 50.0 | 43.3 | 6.7 |"
     assert row in text
     assert (out / "curves.png").stat().st_size > 0
+
+
+def test_initial_loss_normalises_like_the_layer_and_scores_like_numpy():
+    from layers import GlobalContrastNormalization
+
+    images = np.random.default_rng(0).integers(0, 256, (3, 8, 8, 3)).astype("uint8")
+    np.testing.assert_allclose(initial_loss.gcn(images),
+                               GlobalContrastNormalization()(images.astype("float32")),
+                               atol=1e-5)
+    probabilities = np.array([[0.7, 0.2, 0.1], [0.6, 0.3, 0.1], [0.1, 0.1, 0.8]])
+    loss, share = initial_loss.loss_and_majority(probabilities, np.array([0, 1, 2]))
+    assert loss == pytest.approx(-(np.log(0.7) + np.log(0.3) + np.log(0.8)) / 3)
+    assert share == pytest.approx(2 / 3)
