@@ -58,6 +58,7 @@ def test_no_gate_summaries_and_no_gates_signature(tmp_path):
 
     directory = zoo.export(net, base_dir=tmp_path / "exported", name="plain_stack", warmup=False)
     loaded = tf.saved_model.load(str(directory))
-    assert sorted(loaded.signatures) == ["logits", "serving_default"]
+    # No "gates": a plain net has none (classify names MNIST's digits, from the metadata).
+    assert sorted(loaded.signatures) == ["classify", "logits", "serving_default"]
     served = loaded.signatures["serving_default"](pixels=tf.constant(x[:2]))["probabilities"]
     np.testing.assert_allclose(served, net(x[:2]), rtol=1e-5, atol=1e-6)
