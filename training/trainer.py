@@ -319,7 +319,9 @@ class ImageTask(Task):
                         f"{recipe['ema_momentum']} per step"
                         if recipe["ema_momentum"] is not None else "the last step's"),
         }
-        if isinstance(self.data.test, Examples):  # a second view, reported beside the first
+        # A second view, reported beside the first, in a one-process run (the processes of a
+        # JAX data-parallel run each hold only a part of the predictions).
+        if isinstance(self.data.test, Examples) and self.settings.role.workers == 1:
             metrics["test_accuracy_flip_average"] = flip_averaged_accuracy(model, self.data.test)
         return metrics
 
