@@ -8,10 +8,11 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="highway_zoo")
 class GlobalContrastNormalization(keras.layers.Layer):
-    """Global contrast normalisation: each example rescaled to zero mean and unit variance.
+    """Global contrast normalisation: each example rescaled to zero mean and unit variance
+    (or `scale` times it).
 
     For every example, over all of its non-batch axes (pixels and channels together):
-    `y = (x - mean(x)) / sqrt(var(x) + epsilon)`.
+    `y = scale * (x - mean(x)) / sqrt(var(x) + epsilon)`.
     Raw pixel values (e.g. CIFAR's 0-255) go in; an image with mean 0 and standard deviation
     close to 1 comes out. A constant image gives zeros (no NaN), thanks to `epsilon`. The
     statistics are computed in float32 at least, also under a float16 or bfloat16 policy.
@@ -26,6 +27,8 @@ class GlobalContrastNormalization(keras.layers.Layer):
 
     Args:
         epsilon: Positive float added to the variance. Defaults to 1e-8.
+        scale: The standard deviation each example ends with (pylearn2's `scale`). Defaults
+            to 1.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Input shape:
@@ -47,14 +50,18 @@ class GlobalContrastNormalization(keras.layers.Layer):
           "Maxout Networks").
     """
 
-    def __init__(self, epsilon: float = 1e-8, **kwargs):
+    def __init__(self, epsilon: float = 1e-8, scale: float = 1.0, **kwargs):
         if not isinstance(epsilon, numbers.Real) or isinstance(epsilon, bool) or not epsilon > 0:
             raise ValueError(
                 "`epsilon` must be a positive number (it keeps constant images finite). "
                 f"Received: epsilon={epsilon!r}"
             )
+        if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not scale > 0:
+            raise ValueError("`scale` must be a positive number (the standard deviation each "
+                             f"example ends with). Received: scale={scale!r}")
         super().__init__(**kwargs)
         self.epsilon = float(epsilon)
+        self.scale = float(scale)
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
         self.supports_masking = True
 
@@ -66,7 +73,7 @@ class GlobalContrastNormalization(keras.layers.Layer):
         if mask is None:
             centred = x - ops.mean(x, axis=axes, keepdims=True)
             variance = ops.mean(ops.square(centred), axis=axes, keepdims=True)
-            return ops.cast(centred * ops.rsqrt(variance + self.epsilon), dtype)
+            return ops.cast(centred * (self.scale * ops.rsqrt(variance + self.epsilon)), dtype)
         if len(mask.shape) != len(x.shape) - 1:
             raise ValueError(
                 "GlobalContrastNormalization takes a mask with one entry per position, one "
@@ -82,10 +89,10 @@ class GlobalContrastNormalization(keras.layers.Layer):
         centred = x - mean
         variance = ops.sum(ops.where(kept, ops.square(centred), 0.0), axis=axes,
                            keepdims=True) / count
-        return ops.cast(centred * ops.rsqrt(variance + self.epsilon), dtype)
+        return ops.cast(centred * (self.scale * ops.rsqrt(variance + self.epsilon)), dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
     def get_config(self):
-        return {**super().get_config(), "epsilon": self.epsilon}
+        return {**super().get_config(), "epsilon": self.epsilon, "scale": self.scale}

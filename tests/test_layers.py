@@ -609,6 +609,34 @@ def test_gcn_constant_image_gives_zeros():
     np.testing.assert_array_equal(y, np.zeros_like(y))
 
 
+def test_gcn_scale_is_the_standard_deviation_each_example_ends_with():
+    x = np.random.default_rng(12).uniform(0, 255, size=(3, 5, 5, 3)).astype("float32")
+    layer = GlobalContrastNormalization(scale=0.7)
+    y = keras.ops.convert_to_numpy(layer(x)).reshape(3, -1)
+    flat = x.reshape(3, -1).astype("float64")
+    expected = 0.7 * (flat - flat.mean(1, keepdims=True)) / np.sqrt(flat.var(1, keepdims=True)
+                                                                    + 1e-8)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(y.std(1), 0.7, rtol=1e-4)
+    assert GlobalContrastNormalization.from_config(layer.get_config()).scale == 0.7
+    with pytest.raises(ValueError, match=r"`scale` must be a positive number.*scale=0"):
+        GlobalContrastNormalization(scale=0)
+
+
+def test_a_cifar_nets_gcn_scale_sets_its_inputs_standard_deviation():
+    import zoo
+
+    model = zoo.load("highway_cifar10", gcn_scale=0.7)
+    x = np.random.default_rng(13).uniform(0, 255, size=(2, 32, 32, 3)).astype("float32")
+    gcn = keras.Model(model.input, model.get_layer("gcn").output)
+    out = keras.ops.convert_to_numpy(gcn(x)).reshape(2, -1)
+    np.testing.assert_allclose(out.std(1), 0.7, rtol=1e-4)
+    default = keras.Model(*(lambda m: (m.input, m.get_layer("gcn").output))(
+        zoo.load("highway_cifar10")))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(default(x)).reshape(2, -1),
+                               out / 0.7, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("epsilon", [0, -1.0, "small"])
 def test_gcn_rejects_bad_epsilon(epsilon):
     with pytest.raises(ValueError, match=r"positive number.*Received: epsilon="):

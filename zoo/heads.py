@@ -16,8 +16,9 @@ PREPROCESSING = {
 }
 
 
-def image_input(input_shape, preprocessing: str):
-    """An `Input` of raw pixel values and the preprocessed tensor."""
+def image_input(input_shape, preprocessing: str, gcn_scale: float = 1.0):
+    """An `Input` of raw pixel values and the preprocessed tensor (`gcn_scale`: the standard
+    deviation "gcn" gives each image)."""
     import keras
 
     from layers import CaffeImageNetPreprocessing, GlobalContrastNormalization
@@ -28,7 +29,7 @@ def image_input(input_shape, preprocessing: str):
     elif preprocessing == "caffe_scale":
         x = keras.layers.Rescaling(1.0 / 256.0, name="rescale")(inputs)
     elif preprocessing == "gcn":
-        x = GlobalContrastNormalization(name="gcn")(inputs)
+        x = GlobalContrastNormalization(scale=gcn_scale, name="gcn")(inputs)
     elif preprocessing == "imagenet_caffe":
         x = CaffeImageNetPreprocessing(name="preprocessing")(inputs)
     else:

@@ -19,7 +19,7 @@ from highway_zoo.cli.args import (
 OVERRIDE_FLAGS = {"depth": positive, "width": positive, "transform_bias": finite,
                   "activation": str, "variant": str, "classes": positive, "dropout": rates,
                   "highway_layers": positive, "dtype": dtype_policy,
-                  "first_conv_stddev": finite}
+                  "first_conv_stddev": finite, "gcn_scale": finite}
 _OVERRIDE_HELP = {
     "depth": "FC nets: layers in all, the stem counted (depth N: a stem layer and N-1 "
              "highway layers, as the papers count)",
@@ -35,6 +35,8 @@ _OVERRIDE_HELP = {
     "highway_layers": "language models: highway layers after the character CNN",
     "first_conv_stddev": "CIFAR nets: start the first conv N(0, STDDEV^2) instead of "
                          "He-normal (1.0: the released 19-layer net's, by Caffe's filler)",
+    "gcn_scale": "CIFAR nets: the standard deviation the model's GCN gives each image "
+                 "(default 1)",
     "dtype": "the Keras dtype policy the net computes in: float32 (default), mixed_bfloat16 "
              "(bfloat16 arithmetic on float32 variables) or mixed_float16 (GPUs; Keras scales "
              "the loss)",

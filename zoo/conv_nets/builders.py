@@ -194,8 +194,8 @@ def _cifar_stages(args):
 
 @register_family(
     "highway_cifar",
-    ("stage_widths", "highway_per_stage", "input_shape", "dropout", "first_conv_stddev")
-    + _CONV_OVERRIDES,
+    ("stage_widths", "highway_per_stage", "input_shape", "dropout", "first_conv_stddev",
+     "gcn_scale") + _CONV_OVERRIDES,
     features=_cifar_features, stages=_cifar_stages,
 )
 def highway_cifar(
@@ -215,6 +215,7 @@ def highway_cifar(
     classifier_activation="softmax",
     dropout=CIFAR_DROPOUT,
     first_conv_stddev=None,
+    gcn_scale=1.0,
     include_top=True,
     pooling=None,
 ):
@@ -233,6 +234,8 @@ def highway_cifar(
     a number starts it N(0, first_conv_stddev**2). The released 19-layer prototxt asks for
     `gaussian` with `value: 0.05`, which Caffe's Gaussian filler ignores (it reads `std`,
     default 1), so the authors' first conv started N(0, 1): `first_conv_stddev=1.0`.
+    `gcn_scale`: the standard deviation the model's GCN gives each image (1; the authors'
+    constants are not published, and their untrained net's loss points to about 0.7).
     """
     import keras
 
@@ -251,7 +254,7 @@ def highway_cifar(
         dropout, (CIFAR_DROPOUT,) * (len(stage_widths) + 1)
     )
     input_shape = check_input_shape(input_shape, 2 ** (len(stage_widths) - 1))
-    inputs, x = image_input(input_shape, preprocessing)
+    inputs, x = image_input(input_shape, preprocessing, gcn_scale=gcn_scale)
     x = keras.layers.Dropout(input_rate, name="input_dropout")(x)
     for s, (width, n) in enumerate(zip(stage_widths, highway_per_stage), start=1):
         if s > 1:
